@@ -17,3 +17,20 @@ pub use error::{Error, Result};
 pub use fs::{FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, ValueKind};
 pub use options::{Compression, Options, ReadOptions, WriteOptions};
+
+pub mod batch;
+pub mod compaction;
+pub mod db;
+pub mod db_iter;
+pub mod filename;
+pub mod snapshot;
+pub mod stats;
+pub mod table_cache;
+pub mod version;
+pub mod wal;
+
+pub use batch::WriteBatch;
+pub use db::Db;
+pub use db_iter::{DbIterator, RangeIter};
+pub use snapshot::Snapshot;
+pub use stats::Stats;

@@ -1,0 +1,229 @@
+//! `WriteBatch`: a group of puts and deletes applied atomically, and its encoding.
+//!
+//! The encoded form is also the WAL record payload, so a batch is logged as one record and
+//! recovered all-or-nothing. Layout (docs/format.md, "WAL record payload"):
+//! `first_sequence u64 | count u32 | count × entry`, entry = `kind u8 | key_len u32 | key |
+//! (value_len u32 | value, for puts only)`. All integers fixed-width little-endian.
+//!
+//! Invariants: 1. `count` equals the number of entries. 2. Entry `i` gets sequence
+//! `first_sequence + i`. 3. Keys and values respect the limits in `key`.
+
+use crate::coding::{put_length_prefixed, put_u32, put_u64, Reader};
+use crate::error::{Error, Result};
+use crate::key::{check_key, check_value, SequenceNumber, ValueKind};
+
+/// Bytes before the first entry.
+pub const BATCH_HEADER_BYTES: usize = 12;
+
+/// An ordered group of writes applied atomically.
+#[derive(Debug, Clone)]
+pub struct WriteBatch {
+    representation: Vec<u8>,
+    count: u32,
+}
+
+impl Default for WriteBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        WriteBatch {
+            representation: vec![0u8; BATCH_HEADER_BYTES],
+            count: 0,
+        }
+    }
+
+    /// Adds a put.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.representation.push(ValueKind::Put as u8);
+        put_length_prefixed(&mut self.representation, key);
+        put_length_prefixed(&mut self.representation, value);
+        self.count += 1;
+        self
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.representation.push(ValueKind::Delete as u8);
+        put_length_prefixed(&mut self.representation, key);
+        self.count += 1;
+        self
+    }
+
+    /// Number of writes in the batch.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True if the batch holds no writes.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Encoded size in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.representation.len()
+    }
+
+    /// Removes every write.
+    pub fn clear(&mut self) {
+        self.representation.truncate(BATCH_HEADER_BYTES);
+        self.count = 0;
+    }
+
+    /// Checks every key and value against the limits.
+    pub fn validate(&self) -> Result<()> {
+        for entry in BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count) {
+            let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
+            check_key(key)?;
+            check_value(value)?;
+        }
+        Ok(())
+    }
+
+    /// Stamps the batch with its first sequence number and returns the encoded record.
+    pub(crate) fn encode(&mut self, first_sequence: SequenceNumber) -> &[u8] {
+        let mut header = Vec::with_capacity(BATCH_HEADER_BYTES);
+        put_u64(&mut header, first_sequence);
+        put_u32(&mut header, self.count);
+        self.representation[..BATCH_HEADER_BYTES].copy_from_slice(&header);
+        &self.representation
+    }
+
+    /// Iterates the entries as `(kind, key, value)`; value is empty for deletes.
+    pub fn iter(&self) -> BatchEntries<'_> {
+        BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count)
+    }
+}
+
+/// A decoded WAL record: a batch with its sequence numbers.
+#[derive(Debug)]
+pub struct DecodedBatch<'a> {
+    /// Sequence number of the first entry.
+    pub first_sequence: SequenceNumber,
+    /// Number of entries.
+    pub count: u32,
+    entries: &'a [u8],
+}
+
+impl<'a> DecodedBatch<'a> {
+    /// Parses a record payload; `Err(reason)` if it is malformed.
+    pub fn decode(payload: &'a [u8]) -> std::result::Result<Self, String> {
+        let mut reader = Reader::new(payload);
+        let first_sequence = reader.u64().ok_or("batch header truncated")?;
+        let count = reader.u32().ok_or("batch header truncated")?;
+        if count == 0 {
+            return Err("empty batch".into());
+        }
+        let entries = payload
+            .get(BATCH_HEADER_BYTES..)
+            .ok_or("batch header truncated")?;
+        let decoded = DecodedBatch {
+            first_sequence,
+            count,
+            entries,
+        };
+        // Validate fully up front so that applying a batch can never stop half way.
+        let mut seen = 0u32;
+        for entry in decoded.iter() {
+            entry?;
+            seen += 1;
+        }
+        if seen != count {
+            return Err(format!("batch declares {count} entries, holds {seen}"));
+        }
+        Ok(decoded)
+    }
+
+    /// Sequence number of the last entry.
+    pub fn last_sequence(&self) -> SequenceNumber {
+        self.first_sequence + u64::from(self.count) - 1
+    }
+
+    /// Iterates the entries as `(kind, key, value)`.
+    pub fn iter(&self) -> BatchEntries<'a> {
+        BatchEntries::new(self.entries, self.count)
+    }
+}
+
+/// Iterator over encoded batch entries.
+#[derive(Debug)]
+pub struct BatchEntries<'a> {
+    reader: Reader<'a>,
+    remaining: u32,
+    failed: bool,
+}
+
+impl<'a> BatchEntries<'a> {
+    fn new(entries: &'a [u8], count: u32) -> Self {
+        BatchEntries {
+            reader: Reader::new(entries),
+            remaining: count,
+            failed: false,
+        }
+    }
+}
+
+impl<'a> Iterator for BatchEntries<'a> {
+    type Item = std::result::Result<(ValueKind, &'a [u8], &'a [u8]), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.remaining == 0 {
+            if !self.reader.is_empty() {
+                self.failed = true;
+                return Some(Err("trailing bytes after batch entries".into()));
+            }
+            return None;
+        }
+        self.remaining -= 1;
+        let mut parse = || -> std::result::Result<_, String> {
+            let tag = self.reader.u8().ok_or("entry truncated")?;
+            let kind = ValueKind::from_u8(tag).ok_or_else(|| format!("unknown kind {tag}"))?;
+            let key = self.reader.length_prefixed().ok_or("key truncated")?;
+            let value = match kind {
+                ValueKind::Put => self.reader.length_prefixed().ok_or("value truncated")?,
+                ValueKind::Delete => &[],
+            };
+            Ok((kind, key, value))
+        };
+        let result = parse();
+        if result.is_err() {
+            self.failed = true;
+        }
+        Some(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let mut batch = WriteBatch::new();
+        batch.put(b"a", b"1").delete(b"b").put(b"", b"");
+        let encoded = batch.encode(42).to_vec();
+        let decoded = DecodedBatch::decode(&encoded).unwrap();
+        assert_eq!(decoded.first_sequence, 42);
+        assert_eq!(decoded.last_sequence(), 44);
+        let entries: Vec<_> = decoded.iter().map(|entry| entry.unwrap()).collect();
+        assert_eq!(
+            entries,
+            vec![
+                (ValueKind::Put, &b"a"[..], &b"1"[..]),
+                (ValueKind::Delete, &b"b"[..], &b""[..]),
+                (ValueKind::Put, &b""[..], &b""[..]),
+            ]
+        );
+        for cut in 0..encoded.len() {
+            assert!(DecodedBatch::decode(&encoded[..cut]).is_err(), "cut {cut}");
+        }
+    }
+}

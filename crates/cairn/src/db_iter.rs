@@ -1,0 +1,381 @@
+//! The user-facing iterator: collapses versions, hides tombstones, applies bounds.
+//!
+//! It wraps a merging iterator over every component (memtables, level-0 tables, levels) and
+//! shows, for each user key in `[lower, upper)`, the newest version with sequence <= the read
+//! sequence — nothing if that version is a tombstone. It owns an `Arc` of the super version it
+//! reads, so the files and memtables under it stay alive however the database changes.
+//!
+//! Invariants (as LevelDB's DBIter):
+//! 1. Forward direction: the inner iterator is positioned at the entry that yields the current
+//!    key and value.
+//! 2. Reverse direction: the inner iterator is positioned just before every entry of the
+//!    current user key, whose key and value are held in `saved_key`/`saved_value`.
+//!
+//! Thread-safety contract: owned by one thread.
+
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, SEQUENCE_MAX};
+use std::any::Any;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// A cursor over the user-visible contents of the database at one sequence number.
+pub struct DbIterator {
+    inner: Box<dyn InternalIterator>,
+    sequence: SequenceNumber,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    direction: Direction,
+    valid: bool,
+    saved_key: Vec<u8>,
+    saved_value: Vec<u8>,
+    error: Option<Error>,
+    /// Keeps the components the inner iterator reads alive.
+    _pin: Box<dyn Any + Send>,
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("DbIterator")
+            .field("sequence", &self.sequence)
+            .field("valid", &self.valid)
+            .finish()
+    }
+}
+
+impl DbIterator {
+    /// Wraps `inner`, reading at `sequence`, within `[lower, upper)`.
+    pub(crate) fn new(
+        inner: Box<dyn InternalIterator>,
+        sequence: SequenceNumber,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+        pin: Box<dyn Any + Send>,
+    ) -> Self {
+        DbIterator {
+            inner,
+            sequence,
+            lower,
+            upper,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            error: None,
+            _pin: pin,
+        }
+    }
+
+    /// True when positioned at an entry.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current key (empty if not valid).
+    pub fn key(&self) -> &[u8] {
+        if !self.valid {
+            return &[];
+        }
+        match self.direction {
+            Direction::Forward => crate::key::user_key(self.inner.key()),
+            Direction::Reverse => &self.saved_key,
+        }
+    }
+
+    /// The current value (empty if not valid).
+    pub fn value(&self) -> &[u8] {
+        if !self.valid {
+            return &[];
+        }
+        match self.direction {
+            Direction::Forward => self.inner.value(),
+            Direction::Reverse => &self.saved_value,
+        }
+    }
+
+    /// The first error met, if any (an iterator that failed is not valid).
+    pub fn status(&self) -> Result<()> {
+        if let Some(error) = &self.error {
+            return Err(error.clone());
+        }
+        self.inner.status()
+    }
+
+    fn above_upper(&self, user_key: &[u8]) -> bool {
+        self.upper.as_deref().is_some_and(|upper| user_key >= upper)
+    }
+
+    fn below_lower(&self, user_key: &[u8]) -> bool {
+        self.lower.as_deref().is_some_and(|lower| user_key < lower)
+    }
+
+    fn corrupt(&mut self) {
+        self.valid = false;
+        if self.error.is_none() {
+            self.error = Some(Error::InvalidArgument(
+                "iterator met a malformed internal key".into(),
+            ));
+        }
+    }
+
+    /// Moves forward from the inner position to the first visible entry; with `skipping`,
+    /// entries of user keys <= `self.saved_key` are passed over.
+    fn find_next_user_entry(&mut self, mut skipping: bool) {
+        debug_assert_eq!(self.direction, Direction::Forward);
+        while self.inner.valid() {
+            let Some(parsed) = parse_internal_key(self.inner.key()) else {
+                self.corrupt();
+                return;
+            };
+            if self.above_upper(parsed.user_key) {
+                break;
+            }
+            if parsed.sequence <= self.sequence {
+                let hidden = skipping && parsed.user_key <= self.saved_key.as_slice();
+                match parsed.kind {
+                    ValueKind::Delete => {
+                        if !hidden {
+                            self.saved_key.clear();
+                            self.saved_key.extend_from_slice(parsed.user_key);
+                            skipping = true;
+                        }
+                    }
+                    ValueKind::Put => {
+                        if !hidden {
+                            self.valid = true;
+                            self.saved_key.clear();
+                            return;
+                        }
+                    }
+                }
+            }
+            self.inner.next();
+        }
+        self.valid = false;
+        self.saved_key.clear();
+    }
+
+    /// Moves backward from the inner position, leaving the newest visible version of the
+    /// previous user key in `saved_key`/`saved_value`.
+    fn find_prev_user_entry(&mut self) {
+        debug_assert_eq!(self.direction, Direction::Reverse);
+        let mut kind = ValueKind::Delete;
+        while self.inner.valid() {
+            let Some(parsed) = parse_internal_key(self.inner.key()) else {
+                self.corrupt();
+                return;
+            };
+            if parsed.sequence <= self.sequence {
+                if kind != ValueKind::Delete && parsed.user_key < self.saved_key.as_slice() {
+                    break; // every entry of saved_key has been seen
+                }
+                if self.below_lower(parsed.user_key) {
+                    break;
+                }
+                kind = parsed.kind;
+                self.saved_key.clear();
+                self.saved_value.clear();
+                if kind == ValueKind::Put {
+                    self.saved_key.extend_from_slice(parsed.user_key);
+                    let value = self.inner.value();
+                    self.saved_value.extend_from_slice(value);
+                }
+            }
+            self.inner.prev();
+        }
+        if kind == ValueKind::Delete {
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
+            self.direction = Direction::Forward;
+        } else {
+            self.valid = true;
+        }
+    }
+
+    /// Positions at the first key `>= target` (clamped to the bounds).
+    pub fn seek(&mut self, target: &[u8]) {
+        self.error = None;
+        self.direction = Direction::Forward;
+        self.saved_value.clear();
+        let target = match self.lower.as_deref() {
+            Some(lower) if target < lower => lower.to_vec(),
+            _ => target.to_vec(),
+        };
+        self.inner
+            .seek(&internal_key(&target, self.sequence, ValueKind::SEEK));
+        self.saved_key.clear();
+        self.find_next_user_entry(false);
+    }
+
+    /// Positions at the first key.
+    pub fn seek_to_first(&mut self) {
+        match self.lower.clone() {
+            Some(lower) => self.seek(&lower),
+            None => {
+                self.error = None;
+                self.direction = Direction::Forward;
+                self.saved_key.clear();
+                self.saved_value.clear();
+                self.inner.seek_to_first();
+                self.find_next_user_entry(false);
+            }
+        }
+    }
+
+    /// Positions at the last key.
+    pub fn seek_to_last(&mut self) {
+        self.error = None;
+        self.direction = Direction::Reverse;
+        self.saved_key.clear();
+        self.saved_value.clear();
+        match self.upper.clone() {
+            Some(upper) => {
+                // The first entry at or after `upper`, then one step back.
+                self.inner
+                    .seek(&internal_key(&upper, SEQUENCE_MAX, ValueKind::SEEK));
+                if self.inner.valid() {
+                    self.inner.prev();
+                } else {
+                    self.inner.seek_to_last();
+                }
+            }
+            None => self.inner.seek_to_last(),
+        }
+        self.find_prev_user_entry();
+    }
+
+    /// Positions at the last key `<= target` (clamped to the bounds).
+    pub fn seek_for_prev(&mut self, target: &[u8]) {
+        if self.above_upper(target) {
+            self.seek_to_last();
+            return;
+        }
+        self.error = None;
+        self.direction = Direction::Reverse;
+        self.saved_key.clear();
+        self.saved_value.clear();
+        // (target, 0, Delete) sorts after every real version of target (sequences start at 1).
+        self.inner.seek(&internal_key(target, 0, ValueKind::Delete));
+        if self.inner.valid() {
+            self.inner.prev();
+        } else {
+            self.inner.seek_to_last();
+        }
+        self.find_prev_user_entry();
+    }
+
+    /// Moves to the next key. Precondition: `valid()`.
+    pub fn next(&mut self) {
+        debug_assert!(self.valid);
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Reverse {
+            self.direction = Direction::Forward;
+            // The inner iterator sits before the current key's entries: step into them, then
+            // skip them as usual.
+            if self.inner.valid() {
+                self.inner.next();
+            } else {
+                self.inner.seek_to_first();
+            }
+            if !self.inner.valid() {
+                self.valid = false;
+                self.saved_key.clear();
+                return;
+            }
+        } else {
+            let current = crate::key::user_key(self.inner.key()).to_vec();
+            self.saved_key = current;
+            self.inner.next();
+        }
+        self.find_next_user_entry(true);
+    }
+
+    /// Moves to the previous key. Precondition: `valid()`.
+    pub fn prev(&mut self) {
+        debug_assert!(self.valid);
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Forward {
+            // Step back past every entry of the current key.
+            self.saved_key.clear();
+            self.saved_key
+                .extend_from_slice(crate::key::user_key(self.inner.key()));
+            loop {
+                self.inner.prev();
+                if !self.inner.valid() {
+                    self.valid = false;
+                    self.saved_key.clear();
+                    self.saved_value.clear();
+                    return;
+                }
+                if crate::key::user_key(self.inner.key()) < self.saved_key.as_slice() {
+                    break;
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.find_prev_user_entry();
+    }
+}
+
+/// A Rust iterator over `(key, value)` pairs of a range, forward or reverse.
+#[derive(Debug)]
+pub struct RangeIter {
+    cursor: DbIterator,
+    reverse: bool,
+    started: bool,
+    finished: bool,
+}
+
+impl RangeIter {
+    pub(crate) fn new(cursor: DbIterator, reverse: bool) -> Self {
+        RangeIter {
+            cursor,
+            reverse,
+            started: false,
+            finished: false,
+        }
+    }
+}
+
+impl Iterator for RangeIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            if self.reverse {
+                self.cursor.seek_to_last();
+            } else {
+                self.cursor.seek_to_first();
+            }
+        } else if self.cursor.valid() {
+            if self.reverse {
+                self.cursor.prev();
+            } else {
+                self.cursor.next();
+            }
+        }
+        if self.cursor.valid() {
+            return Some(Ok((self.cursor.key().to_vec(), self.cursor.value().to_vec())));
+        }
+        self.finished = true;
+        match self.cursor.status() {
+            Ok(()) => None,
+            Err(error) => Some(Err(error)),
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Counters the engine keeps, and the report `Db::stats` returns.
+//!
+//! Counters are relaxed atomics bumped on the paths they count: they are statistics, not
+//! synchronisation, and must never order anything.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live counters (one per database).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Put records written.
+    pub puts: AtomicU64,
+    /// Delete records written.
+    pub deletes: AtomicU64,
+    /// Batches written.
+    pub batches: AtomicU64,
+    /// Point reads.
+    pub gets: AtomicU64,
+    /// Bytes appended to WALs.
+    pub wal_bytes: AtomicU64,
+    /// WAL syncs.
+    pub wal_syncs: AtomicU64,
+    /// Memtables sealed.
+    pub memtable_switches: AtomicU64,
+    /// Memtables flushed to level 0.
+    pub flushes: AtomicU64,
+    /// Bytes written by flushes.
+    pub flush_bytes: AtomicU64,
+    /// Compactions run (including trivial moves).
+    pub compactions: AtomicU64,
+    /// Compactions that only moved a file.
+    pub trivial_moves: AtomicU64,
+    /// Bytes read by compactions.
+    pub compaction_read_bytes: AtomicU64,
+    /// Bytes written by compactions.
+    pub compaction_write_bytes: AtomicU64,
+    /// Writes delayed because level 0 had too many files.
+    pub slowdown_writes: AtomicU64,
+    /// Microseconds writers spent delayed (slowdown).
+    pub slowdown_micros: AtomicU64,
+    /// Times a writer waited for a full stop to clear.
+    pub stop_writes: AtomicU64,
+    /// Microseconds writers spent stopped (too many level-0 files or sealed memtables).
+    pub stop_micros: AtomicU64,
+    /// Obsolete files deleted.
+    pub files_deleted: AtomicU64,
+}
+
+impl Counters {
+    /// Adds `amount` to a counter.
+    #[inline]
+    pub fn add(counter: &AtomicU64, amount: u64) {
+        counter.fetch_add(amount, Ordering::Relaxed);
+    }
+}
+
+/// One level's shape.
+#[derive(Debug, Clone, Default)]
+pub struct LevelStats {
+    /// Files in the level.
+    pub files: usize,
+    /// Bytes in the level.
+    pub bytes: u64,
+    /// Compaction score (>= 1 means over its limit).
+    pub score: f64,
+}
+
+/// A point-in-time report of the database.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Sequence number of the latest visible write.
+    pub last_sequence: u64,
+    /// Bytes in the active memtable.
+    pub memtable_bytes: u64,
+    /// Entries in the active memtable.
+    pub memtable_entries: u64,
+    /// Sealed memtables waiting for flush.
+    pub immutable_memtables: usize,
+    /// Per-level shape.
+    pub levels: Vec<LevelStats>,
+    /// Live snapshots.
+    pub snapshots: usize,
+    /// Block cache usage and hit counts.
+    pub block_cache_bytes: u64,
+    /// Block cache hits.
+    pub block_cache_hits: u64,
+    /// Block cache misses.
+    pub block_cache_misses: u64,
+    /// Counter values (name, value), in a fixed order.
+    pub counters: Vec<(&'static str, u64)>,
+}
+
+impl Stats {
+    /// A counter by name (0 if unknown).
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters
+            .iter()
+            .find(|(counter, _)| *counter == name)
+            .map(|(_, value)| *value)
+            .unwrap_or(0)
+    }
+
+    /// Write amplification: bytes written by flush and compaction per byte logged.
+    pub fn write_amplification(&self) -> f64 {
+        let logged = self.counter("wal_bytes").max(1) as f64;
+        (self.counter("flush_bytes") + self.counter("compaction_write_bytes")) as f64 / logged
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(formatter, "last_sequence: {}", self.last_sequence)?;
+        writeln!(
+            formatter,
+            "memtable: {} entries, {} bytes; sealed memtables: {}",
+            self.memtable_entries, self.memtable_bytes, self.immutable_memtables
+        )?;
+        writeln!(formatter, "level  files        bytes  score")?;
+        for (level, stats) in self.levels.iter().enumerate() {
+            writeln!(
+                formatter,
+                "{level:>5} {:>6} {:>12} {:>6.2}",
+                stats.files, stats.bytes, stats.score
+            )?;
+        }
+        writeln!(formatter, "snapshots: {}", self.snapshots)?;
+        writeln!(
+            formatter,
+            "block cache: {} bytes, {} hits, {} misses",
+            self.block_cache_bytes, self.block_cache_hits, self.block_cache_misses
+        )?;
+        for (name, value) in &self.counters {
+            writeln!(formatter, "{name}: {value}")?;
+        }
+        write!(
+            formatter,
+            "write_amplification: {:.2}",
+            self.write_amplification()
+        )
+    }
+}
+
+impl Counters {
+    /// Every counter with its name.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        vec![
+            ("puts", load(&self.puts)),
+            ("deletes", load(&self.deletes)),
+            ("batches", load(&self.batches)),
+            ("gets", load(&self.gets)),
+            ("wal_bytes", load(&self.wal_bytes)),
+            ("wal_syncs", load(&self.wal_syncs)),
+            ("memtable_switches", load(&self.memtable_switches)),
+            ("flushes", load(&self.flushes)),
+            ("flush_bytes", load(&self.flush_bytes)),
+            ("compactions", load(&self.compactions)),
+            ("trivial_moves", load(&self.trivial_moves)),
+            ("compaction_read_bytes", load(&self.compaction_read_bytes)),
+            ("compaction_write_bytes", load(&self.compaction_write_bytes)),
+            ("slowdown_writes", load(&self.slowdown_writes)),
+            ("slowdown_micros", load(&self.slowdown_micros)),
+            ("stop_writes", load(&self.stop_writes)),
+            ("stop_micros", load(&self.stop_micros)),
+            ("files_deleted", load(&self.files_deleted)),
+        ]
+    }
+}
