@@ -2,11 +2,11 @@
 //!
 //! One concept per file: [`block`] (prefix-compressed sorted blocks), [`bloom`] (blocked Bloom
 //! filter), [`format`] (block handles, block trailer, footer, checked block reads),
-//! `properties` (table facts), `builder` (writing a table), `cache` (the shared block
+//! [`properties`] (table facts), [`builder`] (writing a table), [`cache`] (the shared block
 //! cache) and `reader` (opening, point lookups and iteration).
 //!
-//! Thread-safety contract: a `TableBuilder` is owned by one thread; an open `Table` and the
-//! `BlockCache` are `Send + Sync` and shared by `Arc`; iterators are owned by one thread and
+//! Thread-safety contract: a [`TableBuilder`] is owned by one thread; an open `Table` and the
+//! [`BlockCache`] are `Send + Sync` and shared by `Arc`; iterators are owned by one thread and
 //! keep what they read alive.
 //!
 //! # File layout (format version 1)
@@ -109,8 +109,14 @@
 
 pub mod block;
 pub mod bloom;
+pub mod builder;
+pub mod cache;
 pub mod format;
+pub mod properties;
 
 pub use block::{Block, BlockBuilder, BlockIterator, BlockOrigin};
 pub use bloom::{BloomFilter, BloomFilterBuilder};
+pub use builder::{TableBuilder, TableOptions};
+pub use cache::BlockCache;
 pub use format::{read_block, BlockHandle, Footer};
+pub use properties::TableProperties;
