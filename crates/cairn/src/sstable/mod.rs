@@ -3,9 +3,9 @@
 //! One concept per file: [`block`] (prefix-compressed sorted blocks), [`bloom`] (blocked Bloom
 //! filter), [`format`] (block handles, block trailer, footer, checked block reads),
 //! [`properties`] (table facts), [`builder`] (writing a table), [`cache`] (the shared block
-//! cache) and `reader` (opening, point lookups and iteration).
+//! cache) and [`reader`] (opening, point lookups and iteration).
 //!
-//! Thread-safety contract: a [`TableBuilder`] is owned by one thread; an open `Table` and the
+//! Thread-safety contract: a [`TableBuilder`] is owned by one thread; an open [`Table`] and the
 //! [`BlockCache`] are `Send + Sync` and shared by `Arc`; iterators are owned by one thread and
 //! keep what they read alive.
 //!
@@ -113,6 +113,10 @@ pub mod builder;
 pub mod cache;
 pub mod format;
 pub mod properties;
+pub mod reader;
+
+#[cfg(test)]
+mod tests;
 
 pub use block::{Block, BlockBuilder, BlockIterator, BlockOrigin};
 pub use bloom::{BloomFilter, BloomFilterBuilder};
@@ -120,3 +124,4 @@ pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;
 pub use format::{read_block, BlockHandle, Footer};
 pub use properties::TableProperties;
+pub use reader::{Table, TableGet, TableIterator};
