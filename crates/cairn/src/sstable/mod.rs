@@ -1,13 +1,18 @@
 //! Sorted string tables (SSTables): the immutable on-disk runs of the LSM tree.
 //!
 //! One concept per file: [`block`] (prefix-compressed sorted blocks), [`bloom`] (blocked Bloom
-//! filter), [`format`] (block handles, block trailer, footer, checked block reads),
+//! filter), [`format`](mod@format) (block handles, block trailer, footer, checked block reads),
 //! [`properties`] (table facts), [`builder`] (writing a table), [`cache`] (the shared block
 //! cache) and [`reader`] (opening, point lookups and iteration).
 //!
 //! Thread-safety contract: a [`TableBuilder`] is owned by one thread; an open [`Table`] and the
 //! [`BlockCache`] are `Send + Sync` and shared by `Arc`; iterators are owned by one thread and
 //! keep what they read alive.
+//!
+//! Invariants: a table file is immutable once `TableBuilder::finish` returns; every on-disk
+//! integer is fixed-width little-endian; every byte of the file is covered by a block checksum or
+//! the footer checksum, so with `verify_checksums` any single-bit flip is reported as
+//! `Error::Corruption` (naming the file and offset) instead of returning wrong data.
 //!
 //! # File layout (format version 1)
 //!

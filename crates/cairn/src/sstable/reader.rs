@@ -89,10 +89,7 @@ impl Table {
             ("filter", footer.filter),
             ("properties", footer.properties),
         ] {
-            if handle
-                .end_with_trailer()
-                .is_none_or(|end| end > footer_offset)
-            {
+            if !matches!(handle.end_with_trailer(), Some(end) if end <= footer_offset) {
                 return Err(corrupt(
                     footer_offset,
                     format!("{name} block handle {handle:?} points past the footer"),
@@ -253,9 +250,10 @@ impl Table {
 
     /// False only if the Bloom filter proves `user_key` absent (always true without a filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter
-            .as_ref()
-            .is_none_or(|filter| filter.may_contain(user_key))
+        match &self.filter {
+            Some(filter) => filter.may_contain(user_key),
+            None => true,
+        }
     }
 
     /// Point lookups answered by the filter alone (statistics).
