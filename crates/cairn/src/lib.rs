@@ -12,6 +12,7 @@ pub mod fs;
 pub mod iter;
 pub mod key;
 pub mod options;
+pub mod sstable;
 
 pub use error::{Error, Result};
 pub use fs::{FileSystem, MemFs, StdFs};

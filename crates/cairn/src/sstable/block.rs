@@ -1,0 +1,726 @@
+//! Sorted blocks of internal-key entries with prefix compression and restart points: the unit
+//! of I/O, caching and checksumming inside a table (data blocks and the index block).
+//!
+//! Encoding (all integers fixed-width little-endian):
+//!
+//! ```text
+//! entry*        each: shared u32, unshared u32, value_len u32,
+//!                     key[shared..] (unshared bytes), value (value_len bytes)
+//! restart u32 * restart_count   offsets of entries stored with shared == 0
+//! restart_count u32             >= 1
+//! ```
+//!
+//! Every `restart_interval`-th entry (starting with the first) is a restart point: it stores its
+//! whole key (`shared == 0`), and its offset is listed in the restart array, so a seek can
+//! binary-search the restart points and then scan at most `restart_interval` entries.
+//!
+//! Thread-safety contract: [`BlockBuilder`] is owned by one table builder. A [`Block`] is
+//! immutable after construction and shared (`Arc`) between the block cache and any number of
+//! iterators on any threads. A [`BlockIterator`] is owned by one thread.
+//!
+//! Invariants:
+//! 1. Keys are internal keys in strictly increasing [`compare_internal_keys`] order (debug-asserted
+//!    by the builder).
+//! 2. [`Block::new`] checks the restart array: count >= 1, the array fits in the block, the first
+//!    restart is 0, offsets strictly increase and lie inside the entry area. Entries themselves
+//!    are checked lazily by the iterator: any malformed entry (lengths out of bounds, `shared`
+//!    longer than the previous key, `shared != 0` at a restart point, a key that is not a valid
+//!    internal key) makes the iterator invalid with a corruption error in `status()` — never a
+//!    panic.
+
+use crate::coding::{self, Reader};
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{compare_internal_keys, parse_internal_key};
+use std::cmp::Ordering;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Builds one block. Reused across blocks via [`BlockBuilder::finish`], which resets it.
+#[derive(Debug, Clone)]
+pub struct BlockBuilder {
+    buffer: Vec<u8>,
+    restarts: Vec<u32>,
+    restart_interval: usize,
+    counter: usize,
+    entry_count: usize,
+    last_key: Vec<u8>,
+}
+
+impl BlockBuilder {
+    /// A builder placing a restart point every `restart_interval` entries (at least 1).
+    pub fn new(restart_interval: usize) -> Self {
+        BlockBuilder {
+            buffer: Vec::new(),
+            restarts: vec![0],
+            restart_interval: restart_interval.max(1),
+            counter: 0,
+            entry_count: 0,
+            last_key: Vec::new(),
+        }
+    }
+
+    /// Appends an entry. Precondition: `key` sorts strictly after the previous key of this block,
+    /// and the block stays below 4 GiB (the table builder enforces key and value limits).
+    pub fn add(&mut self, key: &[u8], value: &[u8]) {
+        debug_assert!(
+            self.entry_count == 0 || compare_internal_keys(&self.last_key, key) == Ordering::Less,
+            "block keys must strictly increase"
+        );
+        let mut shared = 0;
+        if self.counter < self.restart_interval {
+            shared = self
+                .last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count();
+        } else {
+            self.restarts.push(self.buffer.len() as u32);
+            self.counter = 0;
+        }
+        let unshared = key.get(shared..).unwrap_or_default();
+        coding::put_u32(&mut self.buffer, shared as u32);
+        coding::put_u32(&mut self.buffer, unshared.len() as u32);
+        coding::put_u32(&mut self.buffer, value.len() as u32);
+        self.buffer.extend_from_slice(unshared);
+        self.buffer.extend_from_slice(value);
+        self.last_key.truncate(shared);
+        self.last_key.extend_from_slice(unshared);
+        self.counter += 1;
+        self.entry_count += 1;
+    }
+
+    /// Size of the block if finished now.
+    pub fn size_estimate(&self) -> usize {
+        self.buffer.len() + self.restarts.len() * 4 + 4
+    }
+
+    /// Entries added since the last reset.
+    pub fn entry_count(&self) -> usize {
+        self.entry_count
+    }
+
+    /// True if no entry was added since the last reset.
+    pub fn is_empty(&self) -> bool {
+        self.entry_count == 0
+    }
+
+    /// The last key added (empty if none).
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Returns the finished block bytes and resets the builder for the next block.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut block = std::mem::take(&mut self.buffer);
+        block.reserve_exact(self.restarts.len() * 4 + 4);
+        for &restart in &self.restarts {
+            coding::put_u32(&mut block, restart);
+        }
+        coding::put_u32(&mut block, self.restarts.len() as u32);
+        self.restarts.clear();
+        self.restarts.push(0);
+        self.counter = 0;
+        self.entry_count = 0;
+        self.last_key.clear();
+        block
+    }
+}
+
+/// Where a block came from, for corruption messages.
+#[derive(Debug, Clone)]
+pub struct BlockOrigin {
+    /// The table file.
+    pub file: Arc<Path>,
+    /// Offset of the block's stored bytes in the file.
+    pub offset: u64,
+    /// True if the block was stored compressed (in-block offsets then do not map to file
+    /// offsets, and errors report the block's own offset).
+    pub compressed: bool,
+}
+
+impl BlockOrigin {
+    /// An origin for a block that did not come from a file (tests, in-memory use).
+    pub fn detached() -> Self {
+        BlockOrigin {
+            file: Arc::from(Path::new("<memory>")),
+            offset: 0,
+            compressed: false,
+        }
+    }
+
+    /// A corruption error at `in_block` bytes into the (raw) block.
+    fn corruption(&self, in_block: usize, reason: &str) -> Error {
+        let offset = if self.compressed {
+            self.offset
+        } else {
+            self.offset.saturating_add(in_block as u64)
+        };
+        Error::corruption(
+            self.file.as_ref(),
+            offset,
+            format!(
+                "{reason} (byte {in_block} of the {}block at offset {})",
+                if self.compressed { "decompressed " } else { "" },
+                self.offset
+            ),
+        )
+    }
+}
+
+/// An immutable, validated block.
+pub struct Block {
+    data: Vec<u8>,
+    /// Offset of the restart array = end of the entries.
+    data_end: usize,
+    restart_count: usize,
+    origin: BlockOrigin,
+}
+
+impl fmt::Debug for Block {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Block")
+            .field("size_bytes", &self.data.len())
+            .field("restart_count", &self.restart_count)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
+impl Block {
+    /// Validates the restart array of `data` (see invariant 2) and wraps it.
+    pub fn new(data: Vec<u8>, origin: BlockOrigin) -> Result<Block> {
+        let length = data.len();
+        let Some(count_offset) = length.checked_sub(4) else {
+            return Err(origin.corruption(0, &format!("block of {length} bytes is too short")));
+        };
+        let restart_count = coding::get_u32(&data, count_offset).unwrap_or(0) as usize;
+        if restart_count == 0 {
+            return Err(origin.corruption(count_offset, "block has no restart points"));
+        }
+        let data_end = restart_count
+            .checked_mul(4)
+            .and_then(|bytes| count_offset.checked_sub(bytes))
+            .ok_or_else(|| {
+                origin.corruption(
+                    count_offset,
+                    &format!("restart count {restart_count} does not fit in a {length}-byte block"),
+                )
+            })?;
+        let mut previous = None;
+        for index in 0..restart_count {
+            let at = data_end + index * 4;
+            let restart = coding::get_u32(&data, at).unwrap_or(u32::MAX) as usize;
+            let ok = match previous {
+                None => restart == 0 && (data_end > 0 || restart_count == 1),
+                Some(previous) => restart > previous && restart < data_end,
+            };
+            if !ok {
+                return Err(origin.corruption(
+                    at,
+                    &format!("restart point {index} at {restart} is out of order or out of bounds"),
+                ));
+            }
+            previous = Some(restart);
+        }
+        Ok(Block {
+            data,
+            data_end,
+            restart_count,
+            origin,
+        })
+    }
+
+    /// Bytes held (the raw block including its restart array).
+    pub fn size_bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Where the block came from.
+    pub fn origin(&self) -> &BlockOrigin {
+        &self.origin
+    }
+
+    /// An unpositioned iterator over the block.
+    pub fn iter(self: &Arc<Self>) -> BlockIterator {
+        BlockIterator::new(Arc::clone(self))
+    }
+
+    fn restart_point(&self, index: usize) -> usize {
+        coding::get_u32(&self.data, self.data_end + index * 4)
+            .map_or(self.data_end, |offset| offset as usize)
+    }
+
+    /// The entries area.
+    fn entries(&self) -> &[u8] {
+        self.data.get(..self.data_end).unwrap_or_default()
+    }
+
+    /// Decodes the entry header at `offset`, bounds-checking every length.
+    fn decode_entry(&self, offset: usize) -> Option<RawEntry> {
+        let mut reader = Reader::new(self.entries().get(offset..)?);
+        let shared = reader.u32()? as usize;
+        let unshared = reader.u32()? as usize;
+        let value_length = reader.u32()? as usize;
+        let key_start = offset + reader.position();
+        reader.bytes(unshared)?;
+        let value_start = offset + reader.position();
+        reader.bytes(value_length)?;
+        Some(RawEntry {
+            shared,
+            key_delta: (key_start, value_start),
+            value: (value_start, offset + reader.position()),
+        })
+    }
+
+    /// The full key stored at restart point `index`.
+    fn restart_key(&self, index: usize) -> Option<&[u8]> {
+        let entry = self.decode_entry(self.restart_point(index))?;
+        let key = self.data.get(entry.key_delta.0..entry.key_delta.1)?;
+        (entry.shared == 0 && parse_internal_key(key).is_some()).then_some(key)
+    }
+}
+
+/// A decoded entry header: byte ranges inside the block (already bounds-checked).
+#[derive(Debug, Clone, Copy)]
+struct RawEntry {
+    /// Bytes shared with the previous key.
+    shared: usize,
+    /// The unshared key bytes.
+    key_delta: (usize, usize),
+    /// The value; its end is the next entry's offset.
+    value: (usize, usize),
+}
+
+/// A cursor over one block; holds the block alive.
+pub struct BlockIterator {
+    block: Arc<Block>,
+    /// Offset of the current entry; `data_end` when not positioned.
+    current: usize,
+    /// Offset of the entry after the current one.
+    next_offset: usize,
+    /// Index of the restart point at or before `current`.
+    restart_index: usize,
+    key: Vec<u8>,
+    value: (usize, usize),
+    error: Option<Error>,
+}
+
+impl fmt::Debug for BlockIterator {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("BlockIterator")
+            .field("block", &self.block)
+            .field("current", &self.current)
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+impl BlockIterator {
+    /// An unpositioned iterator over `block`.
+    pub fn new(block: Arc<Block>) -> Self {
+        let data_end = block.data_end;
+        let restart_count = block.restart_count;
+        BlockIterator {
+            block,
+            current: data_end,
+            next_offset: data_end,
+            restart_index: restart_count,
+            key: Vec::new(),
+            value: (0, 0),
+            error: None,
+        }
+    }
+
+    fn mark_end(&mut self) {
+        self.current = self.block.data_end;
+        self.next_offset = self.block.data_end;
+        self.restart_index = self.block.restart_count;
+        self.key.clear();
+        self.value = (0, 0);
+    }
+
+    fn fail(&mut self, at: usize, reason: &str) {
+        if self.error.is_none() {
+            self.error = Some(self.block.origin.corruption(at, reason));
+        }
+        self.mark_end();
+    }
+
+    fn seek_to_restart(&mut self, index: usize) {
+        self.key.clear();
+        self.restart_index = index;
+        self.next_offset = self.block.restart_point(index);
+        self.current = self.next_offset;
+    }
+
+    /// Decodes the entry at `next_offset`; false at the end of the block or on corruption.
+    fn parse_next(&mut self) -> bool {
+        self.current = self.next_offset;
+        if self.current >= self.block.data_end {
+            self.mark_end();
+            return false;
+        }
+        let current = self.current;
+        let Some(entry) = self.block.decode_entry(current) else {
+            self.fail(
+                current,
+                "block entry lengths run past the end of the entries",
+            );
+            return false;
+        };
+        while self.restart_index + 1 < self.block.restart_count
+            && self.block.restart_point(self.restart_index + 1) <= current
+        {
+            self.restart_index += 1;
+        }
+        if entry.shared > self.key.len()
+            || (entry.shared != 0 && self.block.restart_point(self.restart_index) == current)
+        {
+            let reason = format!(
+                "block entry shares {} bytes with a {}-byte key",
+                entry.shared,
+                self.key.len()
+            );
+            self.fail(current, &reason);
+            return false;
+        }
+        self.key.truncate(entry.shared);
+        let delta = self
+            .block
+            .data
+            .get(entry.key_delta.0..entry.key_delta.1)
+            .unwrap_or_default();
+        self.key.extend_from_slice(delta);
+        if parse_internal_key(&self.key).is_none() {
+            self.fail(current, "block entry key is not a valid internal key");
+            return false;
+        }
+        self.value = entry.value;
+        self.next_offset = entry.value.1;
+        true
+    }
+}
+
+impl InternalIterator for BlockIterator {
+    fn valid(&self) -> bool {
+        self.error.is_none() && self.current < self.block.data_end
+    }
+
+    fn seek_to_first(&mut self) {
+        self.error = None;
+        self.seek_to_restart(0);
+        self.parse_next();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.error = None;
+        self.seek_to_restart(self.block.restart_count - 1);
+        while self.parse_next() && self.next_offset < self.block.data_end {}
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.error = None;
+        // Binary search for the last restart point whose key is < target.
+        let mut left = 0;
+        let mut right = self.block.restart_count - 1;
+        while left < right {
+            let mid = (left + right).div_ceil(2);
+            let Some(key) = self.block.restart_key(mid) else {
+                let at = self.block.restart_point(mid);
+                self.fail(at, "restart point does not start a valid full-key entry");
+                return;
+            };
+            if compare_internal_keys(key, target) == Ordering::Less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        self.seek_to_restart(left);
+        while self.parse_next() {
+            if compare_internal_keys(&self.key, target) != Ordering::Less {
+                return;
+            }
+        }
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid(), "next on an invalid block iterator");
+        self.parse_next();
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid(), "prev on an invalid block iterator");
+        let original = self.current;
+        while self.block.restart_point(self.restart_index) >= original {
+            if self.restart_index == 0 {
+                self.mark_end();
+                return;
+            }
+            self.restart_index -= 1;
+        }
+        self.seek_to_restart(self.restart_index);
+        while self.parse_next() && self.next_offset < original {}
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn value(&self) -> &[u8] {
+        self.block
+            .data
+            .get(self.value.0..self.value.1)
+            .unwrap_or_default()
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{internal_key, ValueKind};
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use std::cmp::Reverse;
+    use std::collections::BTreeMap;
+
+    type Oracle = BTreeMap<(Vec<u8>, Reverse<u64>), Vec<u8>>;
+
+    fn oracle_key(entry: &(Vec<u8>, Reverse<u64>)) -> Vec<u8> {
+        let mut key = entry.0.clone();
+        key.extend_from_slice(&entry.1 .0.to_le_bytes());
+        key
+    }
+
+    fn random_oracle(rng: &mut SmallRng, count: usize) -> Oracle {
+        let mut oracle = Oracle::new();
+        while oracle.len() < count {
+            let length = rng.gen_range(0..12);
+            let user: Vec<u8> = (0..length).map(|_| rng.gen_range(b'a'..b'e')).collect();
+            let sequence = rng.gen_range(0..1000u64);
+            let kind = if rng.gen_bool(0.2) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let trailer = (sequence << 8) | kind as u64;
+            let value_length = rng.gen_range(0..20);
+            let value: Vec<u8> = (0..value_length).map(|_| rng.gen()).collect();
+            oracle.insert((user, Reverse(trailer)), value);
+        }
+        oracle
+    }
+
+    fn build(oracle: &Oracle, restart_interval: usize) -> Arc<Block> {
+        let mut builder = BlockBuilder::new(restart_interval);
+        for (entry, value) in oracle {
+            builder.add(&oracle_key(entry), value);
+        }
+        Arc::new(Block::new(builder.finish(), BlockOrigin::detached()).unwrap())
+    }
+
+    #[test]
+    fn round_trip_with_oracle() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for (count, restart_interval) in [(0, 4), (1, 1), (300, 1), (300, 4), (500, 16), (64, 1000)]
+        {
+            let oracle = random_oracle(&mut rng, count);
+            let expected: Vec<(Vec<u8>, Vec<u8>)> = oracle
+                .iter()
+                .map(|(entry, value)| (oracle_key(entry), value.clone()))
+                .collect();
+            let block = build(&oracle, restart_interval);
+            let mut iter = block.iter();
+            assert!(!iter.valid());
+
+            let mut forward = Vec::new();
+            iter.seek_to_first();
+            while iter.valid() {
+                forward.push((iter.key().to_vec(), iter.value().to_vec()));
+                iter.next();
+            }
+            iter.status().unwrap();
+            assert_eq!(forward, expected);
+
+            let mut backward = Vec::new();
+            iter.seek_to_last();
+            while iter.valid() {
+                backward.push((iter.key().to_vec(), iter.value().to_vec()));
+                iter.prev();
+            }
+            iter.status().unwrap();
+            backward.reverse();
+            assert_eq!(backward, expected);
+
+            for _ in 0..500 {
+                let target = oracle_key(&random_oracle(&mut rng, 1).into_keys().next().unwrap());
+                let position = expected.partition_point(|(key, _)| {
+                    compare_internal_keys(key, &target) == Ordering::Less
+                });
+                iter.seek(&target);
+                match expected.get(position) {
+                    Some((key, value)) => {
+                        assert!(iter.valid());
+                        assert_eq!(iter.key(), key.as_slice());
+                        assert_eq!(iter.value(), value.as_slice());
+                        // Step around the seek position.
+                        iter.prev();
+                        if position == 0 {
+                            assert!(!iter.valid());
+                        } else {
+                            assert_eq!(iter.key(), expected[position - 1].0.as_slice());
+                            iter.next();
+                            assert_eq!(iter.key(), key.as_slice());
+                        }
+                        if position + 1 < expected.len() {
+                            iter.seek(key);
+                            iter.next();
+                            assert_eq!(iter.key(), expected[position + 1].0.as_slice());
+                        }
+                    }
+                    None => assert!(!iter.valid()),
+                }
+                iter.status().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn builder_reuse_and_estimates() {
+        let mut builder = BlockBuilder::new(2);
+        assert!(builder.is_empty());
+        builder.add(&internal_key(b"a", 1, ValueKind::Put), b"1");
+        builder.add(&internal_key(b"b", 1, ValueKind::Put), b"2");
+        builder.add(&internal_key(b"c", 1, ValueKind::Put), b"3");
+        assert_eq!(builder.entry_count(), 3);
+        let estimate = builder.size_estimate();
+        let first = builder.finish();
+        assert_eq!(first.len(), estimate);
+        assert!(builder.is_empty());
+        builder.add(&internal_key(b"a", 1, ValueKind::Put), b"1");
+        builder.add(&internal_key(b"b", 1, ValueKind::Put), b"2");
+        builder.add(&internal_key(b"c", 1, ValueKind::Put), b"3");
+        assert_eq!(builder.size_estimate(), first.len());
+        assert_eq!(builder.finish(), first);
+    }
+
+    /// Walks a (possibly corrupt) block every way the iterator can move; returns true if any
+    /// error surfaced. Never panics on any input.
+    fn exercise(block: &Arc<Block>, targets: &[Vec<u8>]) -> bool {
+        let mut iter = block.iter();
+        let mut failed = false;
+        iter.seek_to_first();
+        let mut steps = 0;
+        while iter.valid() && steps < 10_000 {
+            let _ = (iter.key(), iter.value());
+            iter.next();
+            steps += 1;
+        }
+        failed |= iter.status().is_err();
+        iter.seek_to_last();
+        steps = 0;
+        while iter.valid() && steps < 10_000 {
+            iter.prev();
+            steps += 1;
+        }
+        failed |= iter.status().is_err();
+        for target in targets {
+            iter.seek(target);
+            if iter.valid() {
+                iter.next();
+                if iter.valid() {
+                    iter.prev();
+                }
+            }
+            failed |= iter.status().is_err();
+        }
+        failed
+    }
+
+    #[test]
+    fn corrupt_blocks_error_and_never_panic() {
+        let mut rng = SmallRng::seed_from_u64(11);
+        let oracle = random_oracle(&mut rng, 120);
+        let mut builder = BlockBuilder::new(4);
+        for (entry, value) in &oracle {
+            builder.add(&oracle_key(entry), value);
+        }
+        let good = builder.finish();
+        let targets: Vec<Vec<u8>> = oracle.keys().step_by(7).map(oracle_key).collect();
+
+        // Every truncation is detected.
+        for length in 0..good.len() {
+            let truncated = good[..length].to_vec();
+            let detected = match Block::new(truncated, BlockOrigin::detached()) {
+                Err(error) => {
+                    assert!(error.is_corruption());
+                    true
+                }
+                Ok(block) => exercise(&Arc::new(block), &targets),
+            };
+            assert!(detected, "truncation to {length} bytes went unnoticed");
+        }
+
+        // Random bit flips, byte overwrites and splices never panic.
+        let mut detected = 0;
+        let trials = 3000;
+        for trial in 0..trials {
+            let mut bytes = good.clone();
+            match trial % 3 {
+                0 => {
+                    let bit = rng.gen_range(0..bytes.len() * 8);
+                    bytes[bit / 8] ^= 1 << (bit % 8);
+                }
+                1 => {
+                    for _ in 0..rng.gen_range(1..4) {
+                        let at = rng.gen_range(0..bytes.len());
+                        bytes[at] = rng.gen();
+                    }
+                }
+                _ => {
+                    let at = rng.gen_range(0..bytes.len());
+                    let length = rng.gen_range(0..16).min(bytes.len() - at);
+                    bytes.drain(at..at + length);
+                }
+            }
+            match Block::new(bytes, BlockOrigin::detached()) {
+                Err(error) => {
+                    assert!(error.is_corruption());
+                    detected += 1;
+                }
+                Ok(block) => detected += usize::from(exercise(&Arc::new(block), &targets)),
+            }
+        }
+        println!("block corruption: {detected} of {trials} random corruptions detected without a checksum");
+        assert!(detected > 0);
+    }
+
+    #[test]
+    fn errors_name_file_and_offset() {
+        let origin = BlockOrigin {
+            file: Arc::from(Path::new("/db/000007.sst")),
+            offset: 4096,
+            compressed: false,
+        };
+        let error = Block::new(vec![0, 0, 0, 0], origin).unwrap_err();
+        match error {
+            Error::Corruption { file, offset, .. } => {
+                assert_eq!(file, Path::new("/db/000007.sst"));
+                assert_eq!(offset, 4096);
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! [`Table`]: an open, immutable SSTable, with point lookups and a two-level iterator.
+//!
+//! Opening reads and checks the footer (magic, checksum, format version), then loads the index
+//! block (fence pointers), the Bloom filter and the properties into memory for the table's
+//! lifetime; these three blocks are always checksum-verified, and the index is validated entry by
+//! entry (every handle decodes, lies before the metadata, and blocks do not overlap). Data blocks
+//! are read on demand through the optional shared [`BlockCache`], verified when
+//! `verify_checksums` is set.
+//!
+//! Thread-safety contract: `Table` is `Send + Sync`; `get` and `iter` may run from many threads
+//! at once (file reads are positional, the cache is internally locked, statistics are relaxed
+//! atomics). A [`TableIterator`] is owned by one thread and holds the table (`Arc<Table>`) and
+//! its current blocks (`Arc<Block>`) alive.
+//!
+//! Invariants: every error found in the file is an `Error::Corruption` naming the file path and
+//! the byte offset; no input bytes can make these functions panic.
+
+use super::block::{Block, BlockIterator, BlockOrigin};
+use super::bloom::BloomFilter;
+use super::cache::BlockCache;
+use super::format::{read_block_contents, BlockHandle, Footer, FOOTER_BYTES};
+use super::properties::TableProperties;
+use crate::error::{Error, Result};
+use crate::fs::RandomAccessFile;
+use crate::iter::InternalIterator;
+use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber, ValueKind};
+use std::cmp::Ordering;
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+/// An open SSTable.
+pub struct Table {
+    file: Arc<dyn RandomAccessFile>,
+    path: Arc<Path>,
+    file_number: u64,
+    cache: Option<Arc<BlockCache>>,
+    cache_id: u64,
+    verify_checksums: bool,
+    index: Arc<Block>,
+    filter: Option<BloomFilter>,
+    properties: TableProperties,
+    size_bytes: u64,
+    filter_skips: AtomicU64,
+}
+
+impl fmt::Debug for Table {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Table")
+            .field("path", &self.path)
+            .field("file_number", &self.file_number)
+            .field("size_bytes", &self.size_bytes)
+            .field("entry_count", &self.properties.entry_count)
+            .field("cache_id", &self.cache_id)
+            .finish()
+    }
+}
+
+/// A point-lookup result: the newest visible version's sequence, kind and value.
+pub type TableGet = Option<(SequenceNumber, ValueKind, Vec<u8>)>;
+
+impl Table {
+    /// Opens the table in `file`. Checks the footer and loads index, filter and properties.
+    pub fn open(
+        file: Arc<dyn RandomAccessFile>,
+        file_number: u64,
+        cache: Option<Arc<BlockCache>>,
+        verify_checksums: bool,
+    ) -> Result<Table> {
+        let path: Arc<Path> = Arc::from(file.path());
+        let size_bytes = file.size_bytes();
+        let footer_offset = size_bytes.checked_sub(FOOTER_BYTES as u64).ok_or_else(|| {
+            Error::corruption(
+                path.as_ref(),
+                0,
+                format!("file of {size_bytes} bytes is shorter than a table footer ({FOOTER_BYTES} bytes)"),
+            )
+        })?;
+        let mut footer_bytes = [0u8; FOOTER_BYTES];
+        file.read_exact_at(footer_offset, &mut footer_bytes)?;
+        let footer = Footer::decode(&footer_bytes, &path, footer_offset)?;
+
+        let corrupt =
+            |offset: u64, reason: String| Error::corruption(path.as_ref(), offset, reason);
+        for (name, handle) in [
+            ("index", footer.index),
+            ("filter", footer.filter),
+            ("properties", footer.properties),
+        ] {
+            if !matches!(handle.end_with_trailer(), Some(end) if end <= footer_offset) {
+                return Err(corrupt(
+                    footer_offset,
+                    format!("{name} block handle {handle:?} points past the footer"),
+                ));
+            }
+        }
+
+        let contents = read_block_contents(file.as_ref(), footer.properties, true)?;
+        let properties = TableProperties::decode(&contents.data).map_err(|(at, reason)| {
+            corrupt(
+                footer.properties.offset + at as u64,
+                format!("properties block: {reason}"),
+            )
+        })?;
+        if properties.format_version != footer.format_version {
+            return Err(corrupt(
+                footer.properties.offset,
+                format!(
+                    "properties format version {} differs from the footer's {}",
+                    properties.format_version, footer.format_version
+                ),
+            ));
+        }
+
+        let filter = if footer.filter == BlockHandle::default() {
+            None
+        } else {
+            let contents = read_block_contents(file.as_ref(), footer.filter, true)?;
+            let filter = BloomFilter::decode(contents.data).map_err(|reason| {
+                corrupt(footer.filter.offset, format!("filter block: {reason}"))
+            })?;
+            Some(filter)
+        };
+
+        let contents = read_block_contents(file.as_ref(), footer.index, true)?;
+        let index = Arc::new(Block::new(
+            contents.data,
+            BlockOrigin {
+                file: Arc::clone(&path),
+                offset: footer.index.offset,
+                compressed: contents.compressed,
+            },
+        )?);
+        let data_limit = [footer.index, footer.filter, footer.properties]
+            .iter()
+            .filter(|handle| **handle != BlockHandle::default())
+            .map(|handle| handle.offset)
+            .min()
+            .unwrap_or(footer_offset);
+        check_index(&index, data_limit, &properties)?;
+
+        let cache_id = cache.as_ref().map_or(0, |cache| cache.new_id());
+        Ok(Table {
+            file,
+            path,
+            file_number,
+            cache,
+            cache_id,
+            verify_checksums,
+            index,
+            filter,
+            properties,
+            size_bytes,
+            filter_skips: AtomicU64::new(0),
+        })
+    }
+
+    /// The newest entry for `lookup_key`'s user key at or below its sequence number.
+    ///
+    /// `lookup_key` is an internal seek key: `(user key, snapshot, ValueKind::SEEK)`. Returns the
+    /// first entry whose internal key is `>= lookup_key` if it has the same user key (it may be
+    /// a delete: the caller decides what a tombstone means).
+    pub fn get(&self, lookup_key: &[u8]) -> Result<TableGet> {
+        self.get_with(lookup_key, true)
+    }
+
+    /// [`Self::get`], choosing whether a data block read from disk is added to the cache.
+    pub fn get_with(&self, lookup_key: &[u8], fill_cache: bool) -> Result<TableGet> {
+        let Some(lookup) = parse_internal_key(lookup_key) else {
+            return Err(Error::InvalidArgument(format!(
+                "lookup key of {} bytes is not an internal key",
+                lookup_key.len()
+            )));
+        };
+        if let Some(filter) = &self.filter {
+            if !filter.may_contain(lookup.user_key) {
+                self.filter_skips.fetch_add(1, AtomicOrdering::Relaxed);
+                return Ok(None);
+            }
+        }
+        let mut index = self.index.iter();
+        index.seek(lookup_key);
+        if !index.valid() {
+            index.status()?;
+            return Ok(None);
+        }
+        let handle = self.decode_index_value(index.value())?;
+        let block = self.read_data_block(handle, fill_cache)?;
+        let mut iter = block.iter();
+        iter.seek(lookup_key);
+        if !iter.valid() {
+            iter.status()?;
+            return Err(Error::corruption(
+                self.path.as_ref(),
+                handle.offset,
+                "data block ends before the key recorded in its index entry",
+            ));
+        }
+        match parse_internal_key(iter.key()) {
+            Some(found) if found.user_key == lookup.user_key => {
+                Ok(Some((found.sequence, found.kind, iter.value().to_vec())))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A two-level iterator over the whole table that fills the cache.
+    pub fn iter(self: &Arc<Self>) -> TableIterator {
+        self.iter_with(true)
+    }
+
+    /// A two-level iterator; `fill_cache: false` suits one-time scans such as compaction.
+    pub fn iter_with(self: &Arc<Self>, fill_cache: bool) -> TableIterator {
+        TableIterator {
+            table: Arc::clone(self),
+            index: self.index.iter(),
+            data: None,
+            data_handle: None,
+            error: None,
+            fill_cache,
+        }
+    }
+
+    /// The table's properties.
+    pub fn properties(&self) -> &TableProperties {
+        &self.properties
+    }
+
+    /// The smallest internal key (empty for an empty table).
+    pub fn smallest_key(&self) -> &[u8] {
+        &self.properties.smallest_key
+    }
+
+    /// The largest internal key (empty for an empty table).
+    pub fn largest_key(&self) -> &[u8] {
+        &self.properties.largest_key
+    }
+
+    /// The file number the table was opened as.
+    pub fn file_number(&self) -> u64 {
+        self.file_number
+    }
+
+    /// Size of the table file.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// False only if the Bloom filter proves `user_key` absent (always true without a filter).
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        match &self.filter {
+            Some(filter) => filter.may_contain(user_key),
+            None => true,
+        }
+    }
+
+    /// Point lookups answered by the filter alone (statistics).
+    pub fn filter_skips(&self) -> u64 {
+        self.filter_skips.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Bytes of the in-memory index and filter.
+    pub fn memory_bytes(&self) -> usize {
+        self.index.size_bytes() + self.filter.as_ref().map_or(0, BloomFilter::size_bytes)
+    }
+
+    fn decode_index_value(&self, value: &[u8]) -> Result<BlockHandle> {
+        BlockHandle::decode(value).ok_or_else(|| {
+            Error::corruption(
+                self.path.as_ref(),
+                self.index.origin().offset,
+                "index entry value is not a block handle",
+            )
+        })
+    }
+
+    /// The data block at `handle`, from the cache or the file.
+    fn read_data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        if let Some(cache) = &self.cache {
+            if let Some(block) = cache.get(self.cache_id, handle.offset) {
+                return Ok(block);
+            }
+        }
+        let contents = read_block_contents(self.file.as_ref(), handle, self.verify_checksums)?;
+        let block = Arc::new(Block::new(
+            contents.data,
+            BlockOrigin {
+                file: Arc::clone(&self.path),
+                offset: handle.offset,
+                compressed: contents.compressed,
+            },
+        )?);
+        if fill_cache {
+            if let Some(cache) = &self.cache {
+                cache.insert(self.cache_id, handle.offset, Arc::clone(&block));
+            }
+        }
+        Ok(block)
+    }
+}
+
+/// Validates every index entry against the properties: handles decode, data blocks are in
+/// order, do not overlap and end before the metadata; fence keys strictly increase; the count
+/// matches and the last fence key is the table's largest key.
+fn check_index(index: &Arc<Block>, data_limit: u64, properties: &TableProperties) -> Result<()> {
+    let origin = index.origin();
+    let corrupt = |reason: String| Error::corruption(origin.file.as_ref(), origin.offset, reason);
+    let mut iter = index.iter();
+    let mut count = 0u64;
+    let mut next_free = 0u64;
+    let mut previous_key: Vec<u8> = Vec::new();
+    iter.seek_to_first();
+    while iter.valid() {
+        let handle = BlockHandle::decode(iter.value())
+            .ok_or_else(|| corrupt(format!("index entry {count} is not a block handle")))?;
+        let end = handle.end_with_trailer().unwrap_or(u64::MAX);
+        if handle.offset < next_free || end > data_limit {
+            return Err(corrupt(format!(
+                "index entry {count} points at {handle:?}, outside {next_free}..{data_limit}"
+            )));
+        }
+        if count > 0 && compare_internal_keys(&previous_key, iter.key()) != Ordering::Less {
+            return Err(corrupt(format!("index entry {count} is out of order")));
+        }
+        next_free = end;
+        previous_key.clear();
+        previous_key.extend_from_slice(iter.key());
+        count += 1;
+        iter.next();
+    }
+    iter.status()?;
+    if count != properties.data_block_count {
+        return Err(corrupt(format!(
+            "index holds {count} entries but the properties record {} data blocks",
+            properties.data_block_count
+        )));
+    }
+    if previous_key != properties.largest_key {
+        return Err(corrupt(
+            "last index key differs from the table's largest key".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// A two-level iterator: the index iterator picks a data block, a block iterator walks it.
+#[derive(Debug)]
+pub struct TableIterator {
+    table: Arc<Table>,
+    index: BlockIterator,
+    data: Option<BlockIterator>,
+    /// Handle of the block `data` iterates (to avoid re-reading it).
+    data_handle: Option<BlockHandle>,
+    error: Option<Error>,
+    fill_cache: bool,
+}
+
+impl TableIterator {
+    /// Points `data` at the block of the current index entry; false if there is none or on error.
+    fn init_data_block(&mut self) -> bool {
+        if !self.index.valid() {
+            self.data = None;
+            self.data_handle = None;
+            if let Err(error) = self.index.status() {
+                self.error = Some(error);
+            }
+            return false;
+        }
+        let handle = match self.table.decode_index_value(self.index.value()) {
+            Ok(handle) => handle,
+            Err(error) => {
+                self.error = Some(error);
+                self.data = None;
+                return false;
+            }
+        };
+        if self.data.is_some() && self.data_handle == Some(handle) {
+            return true;
+        }
+        match self.table.read_data_block(handle, self.fill_cache) {
+            Ok(block) => {
+                self.data = Some(block.iter());
+                self.data_handle = Some(handle);
+                true
+            }
+            Err(error) => {
+                self.error = Some(error);
+                self.data = None;
+                self.data_handle = None;
+                false
+            }
+        }
+    }
+
+    /// Moves forward past exhausted (or empty) data blocks.
+    fn skip_forward(&mut self) {
+        self.skip(true);
+    }
+
+    /// Moves backward past exhausted (or empty) data blocks.
+    fn skip_backward(&mut self) {
+        self.skip(false);
+    }
+
+    fn skip(&mut self, forward: bool) {
+        loop {
+            if self.error.is_some() {
+                self.data = None;
+                return;
+            }
+            if let Some(data) = &self.data {
+                if data.valid() {
+                    return;
+                }
+                if let Err(error) = data.status() {
+                    self.error = Some(error);
+                    continue;
+                }
+            }
+            if !self.index.valid() {
+                self.data = None;
+                if let Err(error) = self.index.status() {
+                    self.error = Some(error);
+                }
+                return;
+            }
+            if forward {
+                self.index.next();
+            } else {
+                self.index.prev();
+            }
+            if self.init_data_block() {
+                if let Some(data) = &mut self.data {
+                    if forward {
+                        data.seek_to_first();
+                    } else {
+                        data.seek_to_last();
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl InternalIterator for TableIterator {
+    fn valid(&self) -> bool {
+        self.error.is_none() && self.data.as_ref().is_some_and(BlockIterator::valid)
+    }
+
+    fn seek_to_first(&mut self) {
+        self.error = None;
+        self.index.seek_to_first();
+        if self.init_data_block() {
+            if let Some(data) = &mut self.data {
+                data.seek_to_first();
+            }
+        }
+        self.skip_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.error = None;
+        self.index.seek_to_last();
+        if self.init_data_block() {
+            if let Some(data) = &mut self.data {
+                data.seek_to_last();
+            }
+        }
+        self.skip_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.error = None;
+        self.index.seek(target);
+        if self.init_data_block() {
+            if let Some(data) = &mut self.data {
+                data.seek(target);
+            }
+        }
+        self.skip_forward();
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid(), "next on an invalid table iterator");
+        if let Some(data) = &mut self.data {
+            data.next();
+        }
+        self.skip_forward();
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid(), "prev on an invalid table iterator");
+        if let Some(data) = &mut self.data {
+            data.prev();
+        }
+        self.skip_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |data| data.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |data| data.value())
+    }
+
+    fn status(&self) -> Result<()> {
+        if let Some(error) = &self.error {
+            return Err(error.clone());
+        }
+        self.index.status()?;
+        match &self.data {
+            Some(data) => data.status(),
+            None => Ok(()),
+        }
+    }
+}
