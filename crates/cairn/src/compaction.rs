@@ -89,9 +89,10 @@ impl Plan {
 
     /// The largest user key among the level's inputs (the next compact pointer).
     pub fn largest_input_key(&self) -> Option<&[u8]> {
-        self.inputs.iter().map(|file| file.largest.as_slice()).max_by(|a, b| {
-            crate::key::compare_internal_keys(a, b)
-        })
+        self.inputs
+            .iter()
+            .map(|file| file.largest.as_slice())
+            .max_by(|a, b| crate::key::compare_internal_keys(a, b))
     }
 }
 
@@ -235,7 +236,8 @@ impl<'a> VersionFilter<'a> {
     }
 
     fn stripe(&self, sequence: SequenceNumber) -> usize {
-        self.snapshots.partition_point(|&snapshot| snapshot < sequence)
+        self.snapshots
+            .partition_point(|&snapshot| snapshot < sequence)
     }
 
     /// True if the entry must be kept. Entries must arrive in internal-key order.
@@ -317,7 +319,7 @@ pub fn write_tables(
                 let path = filename::table_path(settings.directory, number);
                 let file = settings.file_system.create(&path)?;
                 open = Some(Open {
-                    builder: TableBuilder::new(file, path, settings.table_options.clone()),
+                    builder: TableBuilder::new(file, path, settings.table_options),
                     file: AddedFile {
                         number,
                         size_bytes: 0,
@@ -332,7 +334,8 @@ pub fn write_tables(
                 current.builder.add(key, input.value())?;
                 current.file.largest.clear();
                 current.file.largest.extend_from_slice(key);
-                current.file.smallest_sequence = current.file.smallest_sequence.min(parsed.sequence);
+                current.file.smallest_sequence =
+                    current.file.smallest_sequence.min(parsed.sequence);
                 current.file.largest_sequence = current.file.largest_sequence.max(parsed.sequence);
             }
             if new_user_key {
@@ -357,8 +360,10 @@ pub fn write_tables(
 }
 
 fn finish_table(builder: TableBuilder, mut file: AddedFile) -> Result<AddedFile> {
-    builder.finish()?;
-    file.size_bytes = 0;
+    let (properties, size_bytes) = builder.finish_with_size()?;
+    debug_assert_eq!(properties.smallest_key, file.smallest);
+    debug_assert_eq!(properties.largest_key, file.largest);
+    file.size_bytes = size_bytes;
     Ok(file)
 }
 
@@ -397,7 +402,10 @@ mod tests {
 
     #[test]
     fn nothing_to_do_in_a_small_tree() {
-        let version = version(vec![(0, file(1, "a", "b", 10)), (1, file(2, "a", "z", 500))]);
+        let version = version(vec![
+            (0, file(1, "a", "b", 10)),
+            (1, file(2, "a", "z", 500)),
+        ]);
         assert!(matches!(choose(&version, &shape(), &[]), Choice::Nothing));
     }
 

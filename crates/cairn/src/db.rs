@@ -385,8 +385,7 @@ impl Db {
 
     fn shutdown(&mut self) -> Result<()> {
         let mut result = Ok(());
-        if !self.inner.options.wal_enabled && !self.inner.has_sticky_error.load(Ordering::Acquire)
-        {
+        if !self.inner.options.wal_enabled && !self.inner.has_sticky_error.load(Ordering::Acquire) {
             // Without a WAL, unflushed writes exist only in memory: a clean close keeps them.
             result = self.inner.flush();
         }
@@ -480,7 +479,7 @@ fn recover_wals(
         let settings = OutputSettings {
             file_system,
             directory,
-            table_options: table_options.clone(),
+            table_options: *table_options,
             target_file_size_bytes: None,
         };
         let mut filter = VersionFilter::new(&[], None);
@@ -611,11 +610,12 @@ impl DbInner {
                 let started = Instant::now();
                 self.request_compaction();
                 let background = lock(&self.background);
-                let _ = self
-                    .background_changed
-                    .wait_timeout(background, WAIT_SLICE);
+                let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);
                 Counters::add(&self.counters.stop_writes, 1);
-                Counters::add(&self.counters.stop_micros, started.elapsed().as_micros() as u64);
+                Counters::add(
+                    &self.counters.stop_micros,
+                    started.elapsed().as_micros() as u64,
+                );
                 continue;
             }
             drop(super_version);
@@ -768,9 +768,7 @@ impl DbInner {
             if background.shutting_down {
                 return Err(Error::Closed);
             }
-            let _ = self
-                .background_changed
-                .wait_timeout(background, WAIT_SLICE);
+            let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);
         }
     }
 
@@ -787,9 +785,7 @@ impl DbInner {
                     return;
                 }
                 if self.super_version.load().immutables.is_empty() {
-                    let _ = self
-                        .background_changed
-                        .wait_timeout(background, WAIT_SLICE);
+                    let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);
                     continue;
                 }
             }
@@ -838,7 +834,7 @@ impl DbInner {
         let settings = OutputSettings {
             file_system: self.file_system.as_ref(),
             directory: &self.directory,
-            table_options: self.table_options.clone(),
+            table_options: self.table_options,
             target_file_size_bytes,
         };
         let mut allocated = Vec::new();
@@ -865,7 +861,11 @@ impl DbInner {
         edit: VersionEdit,
         flushed: Option<&Arc<ImmutableMemtable>>,
     ) -> Result<()> {
-        let added: Vec<u64> = edit.added_files.iter().map(|(_, file)| file.number).collect();
+        let added: Vec<u64> = edit
+            .added_files
+            .iter()
+            .map(|(_, file)| file.number)
+            .collect();
         let mut versions = lock(&self.versions);
         let result = versions.log_and_apply(edit);
         let version = match result {
@@ -1030,12 +1030,7 @@ impl DbInner {
                 Some(FileKind::Manifest(number)) => number < manifest_number,
                 _ => false,
             };
-            if obsolete
-                && self
-                    .file_system
-                    .remove(&self.directory.join(&name))
-                    .is_ok()
-            {
+            if obsolete && self.file_system.remove(&self.directory.join(&name)).is_ok() {
                 Counters::add(&self.counters.files_deleted, 1);
             }
         }

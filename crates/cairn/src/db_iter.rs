@@ -370,7 +370,10 @@ impl Iterator for RangeIter {
             }
         }
         if self.cursor.valid() {
-            return Some(Ok((self.cursor.key().to_vec(), self.cursor.value().to_vec())));
+            return Some(Ok((
+                self.cursor.key().to_vec(),
+                self.cursor.value().to_vec(),
+            )));
         }
         self.finished = true;
         match self.cursor.status() {

@@ -107,7 +107,11 @@ impl fmt::Display for Error {
                 operation,
                 path,
                 source,
-            } => write!(formatter, "I/O error during {operation} on {}: {source}", path.display()),
+            } => write!(
+                formatter,
+                "I/O error during {operation} on {}: {source}",
+                path.display()
+            ),
             Error::Corruption {
                 file,
                 offset,

@@ -109,7 +109,14 @@ mod tests {
             let name = path.file_name().unwrap().to_str().unwrap();
             assert_eq!(parse_file_name(name), Some(kind));
         }
-        for bad in ["x.log", ".sst", "MANIFEST-", "MANIFEST-1a", "notes.txt", "-1.log"] {
+        for bad in [
+            "x.log",
+            ".sst",
+            "MANIFEST-",
+            "MANIFEST-1a",
+            "notes.txt",
+            "-1.log",
+        ] {
             assert_eq!(parse_file_name(bad), None, "{bad}");
         }
     }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod fs;
 pub mod iter;
 pub mod key;
+pub mod memtable;
 pub mod options;
 pub mod sstable;
 

@@ -128,7 +128,9 @@ impl LevelIterator {
     }
 
     fn current_valid(&self) -> bool {
-        self.current.as_ref().is_some_and(|iterator| iterator.valid())
+        self.current
+            .as_ref()
+            .is_some_and(|iterator| iterator.valid())
     }
 
     fn current_failed(&self) -> bool {

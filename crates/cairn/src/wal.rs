@@ -148,9 +148,7 @@ pub fn parse_log(bytes: Vec<u8>, path: &Path) -> Result<LogContents> {
                     return Err(Error::corruption(
                         path,
                         offset as u64,
-                        format!(
-                            "bad log record followed by a valid record at offset {next_valid}"
-                        ),
+                        format!("bad log record followed by a valid record at offset {next_valid}"),
                     ));
                 }
                 torn_tail_offset = Some(offset as u64);
@@ -185,14 +183,20 @@ mod tests {
         write_log(&fs, path, &[b"one", b"two", &[7u8; 1000]]);
         let contents = read_log(&fs, path).unwrap();
         let payloads: Vec<_> = contents.records().map(|(_, p)| p.to_vec()).collect();
-        assert_eq!(payloads, vec![b"one".to_vec(), b"two".to_vec(), vec![7u8; 1000]]);
+        assert_eq!(
+            payloads,
+            vec![b"one".to_vec(), b"two".to_vec(), vec![7u8; 1000]]
+        );
         assert_eq!(contents.torn_tail_offset, None);
 
         let full = fs.file_contents(path).unwrap();
         // Every truncation is a torn tail that keeps exactly the complete records.
         for cut in 0..full.len() {
             let contents = parse_log(full[..cut].to_vec(), path).unwrap();
-            let expected = [11usize, 22, 1030].iter().filter(|&&end| end <= cut).count();
+            let expected = [11usize, 22, 1030]
+                .iter()
+                .filter(|&&end| end <= cut)
+                .count();
             assert_eq!(contents.record_count(), expected, "cut {cut}");
         }
         // Garbage or zeros appended after the last record are a tail too.

@@ -48,7 +48,11 @@ fn ten_million_random_puts_survive_reopen() {
     for index in 0..count {
         let (key, value) = entry(&mut rng, index);
         let got = db.get(&key).unwrap();
-        assert_eq!(got.as_deref(), Some(&value[..]), "key #{index} did not read back");
+        assert_eq!(
+            got.as_deref(),
+            Some(&value[..]),
+            "key #{index} did not read back"
+        );
     }
     let verified = started.elapsed();
     eprintln!(

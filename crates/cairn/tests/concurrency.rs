@@ -44,13 +44,23 @@ fn parse_value(bytes: &[u8]) -> Option<(u64, u64, u64)> {
 fn check_read(index: u64, bytes: &[u8], published: &[AtomicU64]) {
     let (value_index, writer, counter) =
         parse_value(bytes).unwrap_or_else(|| panic!("key {index}: unparsable value {bytes:?}"));
-    assert_eq!(value_index, index, "key {index} holds a value written to key {value_index}");
-    assert_eq!(writer, index % WRITERS, "key {index} written by a writer that does not own it");
+    assert_eq!(
+        value_index, index,
+        "key {index} holds a value written to key {value_index}"
+    );
+    assert_eq!(
+        writer,
+        index % WRITERS,
+        "key {index} written by a writer that does not own it"
+    );
     // A value's counter is published after its put returns, and each writer has at most one
     // put in flight, so a counter above `published + 1` (read after the get) was never
     // written: a value from the future.
     let bound = published[writer as usize].load(Ordering::Acquire) + 1;
-    assert!(counter <= bound, "key {index}: counter {counter} beyond writer's {bound}");
+    assert!(
+        counter <= bound,
+        "key {index}: counter {counter} beyond writer's {bound}"
+    );
 }
 
 #[test]
@@ -74,7 +84,8 @@ fn two_writers_two_readers_small_memtable() {
     let published: Arc<Vec<AtomicU64>> =
         Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
     // Writer-side record of each key's last value (written only by its owner).
-    let last_written: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let last_written: Arc<Vec<AtomicU64>> =
+        Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
     let deadline = Instant::now() + Duration::from_secs(seconds);
 
     let mut handles = Vec::new();
@@ -158,7 +169,11 @@ fn two_writers_two_readers_small_memtable() {
             if counter == 0 {
                 assert_eq!(got, None, "key {index} was never written");
             } else {
-                assert_eq!(got, Some(value(index, index % WRITERS, counter)), "key {index}");
+                assert_eq!(
+                    got,
+                    Some(value(index, index % WRITERS, counter)),
+                    "key {index}"
+                );
             }
         }
     };

@@ -6,7 +6,7 @@
 //! compactions happen every few operations. On a divergence the test shrinks the sequence
 //! (delta debugging) and prints the seed and the shrunk operation list.
 //!
-//! Scale with `CAIRN_MODEL_SEEDS` (seeds per option set, default 3) and `CAIRN_MODEL_OPS`
+//! Scale with `CAIRN_MODEL_SEEDS` (seeds per option set, default 4) and `CAIRN_MODEL_OPS`
 //! (operations per sequence, default 2500); replay one seed with `CAIRN_MODEL_SEED`.
 
 use cairn::{Compression, Db, MemFs, Options, Snapshot, WriteBatch};
@@ -108,7 +108,11 @@ fn generate(seed: u64, count: usize) -> Vec<Op> {
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn model_range(model: &Model, lower: &Option<Vec<u8>>, upper: &Option<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn model_range(
+    model: &Model,
+    lower: &Option<Vec<u8>>,
+    upper: &Option<Vec<u8>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     model
         .iter()
         .filter(|(key, _)| lower.as_ref().is_none_or(|lower| *key >= lower))
@@ -148,7 +152,10 @@ fn run(ops: &[Op], make_options: &dyn Fn(&MemFs) -> Options) -> Result<(), Strin
             Op::Get(key) => {
                 let got = current.get(key).map_err(|e| fail(e.to_string()))?;
                 if got.as_ref() != model.get(key) {
-                    return Err(fail(format!("get returned {got:?}, model has {:?}", model.get(key))));
+                    return Err(fail(format!(
+                        "get returned {got:?}, model has {:?}",
+                        model.get(key)
+                    )));
                 }
             }
             Op::Range {
@@ -200,7 +207,9 @@ fn run(ops: &[Op], make_options: &dyn Fn(&MemFs) -> Options) -> Result<(), Strin
             }
             Op::ReadSnapshot { index, key } => {
                 if let Some((snapshot, frozen)) = snapshots.get(*index) {
-                    let got = current.get_at(snapshot, key).map_err(|e| fail(e.to_string()))?;
+                    let got = current
+                        .get_at(snapshot, key)
+                        .map_err(|e| fail(e.to_string()))?;
                     if got.as_ref() != frozen.get(key) {
                         return Err(fail(format!(
                             "snapshot get returned {got:?}, model has {:?}",
@@ -245,6 +254,11 @@ fn run(ops: &[Op], make_options: &dyn Fn(&MemFs) -> Options) -> Result<(), Strin
         }
     }
     // Final full check after a reopen.
+    if let Some(db) = db.as_ref() {
+        if std::env::var("CAIRN_MODEL_VERBOSE").is_ok() {
+            eprintln!("{}", db.stats());
+        }
+    }
     if let Some(db) = db.take() {
         snapshots.clear();
         db.close().map_err(|e| format!("final close: {e}"))?;
@@ -341,7 +355,7 @@ fn env_number(name: &str, default: u64) -> u64 {
 }
 
 fn check_option_set(name: &str, make_options: &dyn Fn(&MemFs) -> Options) {
-    let seeds = env_number("CAIRN_MODEL_SEEDS", 3);
+    let seeds = env_number("CAIRN_MODEL_SEEDS", 4);
     let count = env_number("CAIRN_MODEL_OPS", 2500) as usize;
     let seed_list: Vec<u64> = match std::env::var("CAIRN_MODEL_SEED") {
         Ok(seed) => vec![seed.parse().expect("CAIRN_MODEL_SEED must be a number")],

@@ -206,7 +206,12 @@ impl TableBuilder {
 
     /// Writes the remaining data, filter, properties, index and footer, then syncs the file.
     /// Returns the table's properties.
-    pub fn finish(mut self) -> Result<TableProperties> {
+    pub fn finish(self) -> Result<TableProperties> {
+        self.finish_with_size().map(|(properties, _)| properties)
+    }
+
+    /// Like [`TableBuilder::finish`], also returning the final file size in bytes.
+    pub fn finish_with_size(mut self) -> Result<(TableProperties, u64)> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
@@ -249,7 +254,7 @@ impl TableBuilder {
         };
         self.append(&footer.encode())?;
         self.file.sync()?;
-        Ok(self.properties)
+        Ok((self.properties, self.offset))
     }
 }
 
