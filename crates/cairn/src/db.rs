@@ -422,8 +422,18 @@ fn recover_wals(
     versions: &mut VersionSet,
     table_options: &TableOptions,
 ) -> Result<SequenceNumber> {
-    let mut wal_numbers: Vec<u64> = file_system
-        .list(directory)?
+    let names = file_system.list(directory)?;
+    // Writers number new WALs from the shared counter without logging it, so files on disk
+    // can carry numbers at or above the MANIFEST's next_file_number. Numbering past every
+    // file present keeps a new file from truncating one that recovery still needs.
+    for name in &names {
+        if let Some(FileKind::Wal(number) | FileKind::Table(number) | FileKind::Manifest(number)) =
+            filename::parse_file_name(name)
+        {
+            versions.reserve_file_numbers_through(number);
+        }
+    }
+    let mut wal_numbers: Vec<u64> = names
         .iter()
         .filter_map(|name| match filename::parse_file_name(name) {
             Some(FileKind::Wal(number)) if number >= versions.log_number => Some(number),

@@ -555,6 +555,12 @@ impl VersionSet {
         self.next_file_number.fetch_add(1, AtomicOrdering::SeqCst)
     }
 
+    /// Makes sure `number` is never handed out again.
+    pub fn reserve_file_numbers_through(&self, number: u64) {
+        self.next_file_number
+            .fetch_max(number.saturating_add(1), AtomicOrdering::SeqCst);
+    }
+
     /// The shared file-number counter (see the field's comment).
     pub fn file_number_counter(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.next_file_number)
