@@ -298,7 +298,7 @@ pub fn write_tables(
         let key = input.key();
         let Some(parsed) = parse_internal_key(key) else {
             input.status()?;
-            return Err(Error::InvalidArgument(
+            return Err(Error::Internal(
                 "compaction input holds a malformed internal key".into(),
             ));
         };

@@ -234,7 +234,17 @@ impl Db {
             let worker = Arc::clone(&inner);
             let handle = std::thread::Builder::new()
                 .name(name.to_string())
-                .spawn(move || body(&worker))
+                .spawn(move || {
+                    // A panic here is a bug; turning it into a sticky error keeps callers
+                    // waiting on this thread (flush, stalled writers) from waiting forever.
+                    let outcome =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&worker)));
+                    if outcome.is_err() {
+                        worker.set_sticky_error(&Error::Internal(format!(
+                            "background thread {name} panicked"
+                        )));
+                    }
+                })
                 .map_err(|error| Error::io("spawn thread", &inner.directory, error))?;
             threads.push(handle);
         }

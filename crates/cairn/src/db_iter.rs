@@ -118,7 +118,7 @@ impl DbIterator {
     fn corrupt(&mut self) {
         self.valid = false;
         if self.error.is_none() {
-            self.error = Some(Error::InvalidArgument(
+            self.error = Some(Error::Internal(
                 "iterator met a malformed internal key".into(),
             ));
         }

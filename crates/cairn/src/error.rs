@@ -60,6 +60,8 @@ pub enum Error {
     },
     /// The database is shutting down.
     Closed,
+    /// An internal invariant was violated (a bug in cairn); the message says which.
+    Internal(String),
 }
 
 impl Error {
@@ -140,6 +142,9 @@ impl fmt::Display for Error {
                 "writes stopped after an earlier failure; reopen the database ({cause})"
             ),
             Error::Closed => write!(formatter, "database is closed"),
+            Error::Internal(message) => {
+                write!(formatter, "internal error (a bug in cairn): {message}")
+            }
         }
     }
 }

@@ -15,8 +15,6 @@ pub struct Counters {
     pub deletes: AtomicU64,
     /// Batches written.
     pub batches: AtomicU64,
-    /// Point reads.
-    pub gets: AtomicU64,
     /// Bytes appended to WALs.
     pub wal_bytes: AtomicU64,
     /// WAL syncs.
@@ -149,7 +147,6 @@ impl Counters {
             ("puts", load(&self.puts)),
             ("deletes", load(&self.deletes)),
             ("batches", load(&self.batches)),
-            ("gets", load(&self.gets)),
             ("wal_bytes", load(&self.wal_bytes)),
             ("wal_syncs", load(&self.wal_syncs)),
             ("memtable_switches", load(&self.memtable_switches)),

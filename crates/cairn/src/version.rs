@@ -569,9 +569,8 @@ impl VersionSet {
     /// Applies `edit` in memory only. Used by recovery before `write_snapshot`, which then
     /// records the result in a fresh MANIFEST.
     pub fn apply_unlogged(&mut self, edit: &VersionEdit) -> Result<()> {
-        let version = apply_edit(&self.current, edit).map_err(|reason| {
-            Error::InvalidArgument(format!("internal error: bad version edit: {reason}"))
-        })?;
+        let version = apply_edit(&self.current, edit)
+            .map_err(|reason| Error::Internal(format!("bad version edit: {reason}")))?;
         self.apply_counters(edit);
         self.install(version);
         Ok(())
@@ -622,19 +621,14 @@ impl VersionSet {
     pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
         edit.next_file_number = Some(self.next_file_number.load(AtomicOrdering::SeqCst));
         edit.last_sequence = Some(edit.last_sequence.unwrap_or(0).max(self.last_sequence));
-        let version = apply_edit(&self.current, &edit).map_err(|reason| {
-            Error::InvalidArgument(format!("internal error: bad version edit: {reason}"))
-        })?;
+        let version = apply_edit(&self.current, &edit)
+            .map_err(|reason| Error::Internal(format!("bad version edit: {reason}")))?;
         match self.manifest.as_mut() {
             Some(manifest) => {
                 manifest.add_record(&edit.encode())?;
                 manifest.sync()?;
             }
-            None => {
-                return Err(Error::InvalidArgument(
-                    "internal error: no MANIFEST open".into(),
-                ))
-            }
+            None => return Err(Error::Internal("no MANIFEST open".into())),
         }
         self.apply_counters(&edit);
         self.install(version);
