@@ -191,7 +191,7 @@ impl Db {
         versions.write_snapshot()?;
         let file_numbers = versions.file_number_counter();
         let super_version = SuperVersion {
-            memtable: Arc::new(Memtable::new()),
+            memtable: Arc::new(new_memtable(&options)),
             immutables: Vec::new(),
             version: versions.current(),
         };
@@ -424,6 +424,10 @@ impl Drop for Db {
     }
 }
 
+fn new_memtable(options: &Options) -> Memtable {
+    Memtable::with_chunk_bytes((options.write_buffer_size_bytes / 8).clamp(4096, 1 << 20))
+}
+
 /// Replays the WALs the MANIFEST does not cover and writes what they hold to a level-0 table.
 /// Returns the largest sequence number now in the database.
 fn recover_wals(
@@ -517,6 +521,12 @@ fn recover_wals(
 }
 
 impl DbInner {
+    /// A fresh memtable; its arena chunks are sized to the write buffer so that tiny
+    /// memtables (tests) do not each hold a megabyte.
+    fn new_memtable(&self) -> Memtable {
+        new_memtable(&self.options)
+    }
+
     fn check_writable(&self) -> Result<()> {
         if self.has_sticky_error.load(Ordering::Acquire) {
             if let Some(cause) = lock(&self.sticky_error).clone() {
@@ -677,7 +687,7 @@ impl DbInner {
             }));
             immutables.extend(current.immutables.iter().cloned());
             self.super_version.store(Arc::new(SuperVersion {
-                memtable: Arc::new(Memtable::new()),
+                memtable: Arc::new(self.new_memtable()),
                 immutables,
                 version: Arc::clone(&current.version),
             }));

@@ -4,6 +4,8 @@
 //! `cargo test --release -p cairn --test bulk -- --ignored --nocapture`; set `CAIRN_BULK_KEYS`
 //! (default 10,000,000) and `CAIRN_BULK_DIR` (default: a directory under the system temp dir).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};

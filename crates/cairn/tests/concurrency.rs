@@ -9,6 +9,8 @@
 //!
 //! Duration: `CAIRN_CONCURRENCY_SECONDS` (default 10).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

@@ -9,6 +9,8 @@
 //! Scale with `CAIRN_MODEL_SEEDS` (seeds per option set, default 4) and `CAIRN_MODEL_OPS`
 //! (operations per sequence, default 2500); replay one seed with `CAIRN_MODEL_SEED`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use cairn::{Compression, Db, MemFs, Options, Snapshot, WriteBatch};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

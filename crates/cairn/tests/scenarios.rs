@@ -1,6 +1,8 @@
 //! Scenario tests of the public API: recovery, locking, corruption reporting, limits,
 //! snapshots across flush and compaction, iterator behaviour.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use cairn::{Db, Error, MemFs, Options, WriteBatch, WriteOptions};
 use std::ops::Bound;
 use std::path::Path;

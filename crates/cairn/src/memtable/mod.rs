@@ -1,0 +1,665 @@
+//! The memtable: a concurrent skiplist of internal keys (sLSM §2.2, cLSM §3.1).
+//!
+//! Each node holds one internal key (user key ++ 8-byte trailer), its value and a vertical
+//! array ("tower") of next pointers, one per level it occupies, all carved from an
+//! [`arena::Arena`] in one allocation. A node's height comes from one random word: two bits
+//! per level (branching factor 4, as LevelDB), i.e. `1 + trailing_zeros(word) / 2`, capped at
+//! `MAX_HEIGHT` — O(1) instead of a coin-flipping loop.
+//!
+//! Thread-safety contract: `insert` may run on many threads at once and never blocks; `get`
+//! and iterators never block and never write shared memory. Nodes are never removed (a delete
+//! is a typed record); all memory is freed when the memtable drops, which the engine arranges
+//! only after no reader can hold a reference (readers hold an `Arc<Memtable>`).
+//!
+//! Invariants:
+//! 1. At every level, the list is sorted by `compare_internal_keys` and holds no duplicates.
+//! 2. A node is fully initialised (key, value, height) before it is published; publication is
+//!    a release compare-and-swap, every traversal an acquire load, so a reader that reaches
+//!    a node sees its bytes.
+//! 3. A node is linked bottom-up: once it is reachable at level `l` it is reachable at every
+//!    level below, so a search that descends never misses it.
+//! 4. `max_height` only grows; levels above it hold only null pointers in the head.
+
+pub mod arena;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, trailer, user_key, SequenceNumber, ValueKind, TRAILER_BYTES};
+use arena::Arena;
+use std::cell::Cell;
+use std::cmp::Ordering;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+/// Highest tower (4^12 ≈ 16.7 M entries before the top level stops thinning out).
+pub const MAX_HEIGHT: usize = 12;
+
+/// Bytes of the fixed node header: key length, value length, height, padding (u32 each).
+const NODE_HEADER_BYTES: usize = 16;
+
+/// Default arena chunk size.
+const CHUNK_BYTES_DEFAULT: usize = 1 << 20;
+
+#[repr(C)]
+struct Node {
+    key_length: u32,
+    value_length: u32,
+    height: u32,
+    _padding: u32,
+    // followed by `height` AtomicPtr<Node>, then key bytes, then value bytes
+}
+
+impl Node {
+    /// The tower slot for `level`.
+    ///
+    /// # Safety
+    /// `node` must point to a live, initialised node and `level < height`.
+    #[inline]
+    unsafe fn next(node: *const Node, level: usize) -> &'static AtomicPtr<Node> {
+        // SAFETY: the tower starts right after the 16-byte header, 8-aligned (arena
+        // alignment), and has `height` slots; the caller guarantees `level < height`. The
+        // 'static lifetime is a lie the callers keep honest: they never outlive the memtable.
+        unsafe {
+            let tower = (node as *const u8).add(NODE_HEADER_BYTES) as *const AtomicPtr<Node>;
+            &*tower.add(level)
+        }
+    }
+
+    /// # Safety
+    /// `node` must point to a live, initialised node.
+    #[inline]
+    unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
+        // SAFETY: the key follows the tower; its length was written before publication.
+        unsafe {
+            let header = &*node;
+            let start = (node as *const u8)
+                .add(NODE_HEADER_BYTES + header.height as usize * std::mem::size_of::<usize>());
+            std::slice::from_raw_parts(start, header.key_length as usize)
+        }
+    }
+
+    /// # Safety
+    /// `node` must point to a live, initialised node.
+    #[inline]
+    unsafe fn value<'a>(node: *const Node) -> &'a [u8] {
+        // SAFETY: the value follows the key inside the same allocation.
+        unsafe {
+            let header = &*node;
+            let key = Node::key(node);
+            std::slice::from_raw_parts(key.as_ptr().add(key.len()), header.value_length as usize)
+        }
+    }
+}
+
+thread_local! {
+    static RANDOM_STATE: Cell<u64> = Cell::new({
+        // Seed per thread from std's randomly keyed hasher; only the distribution matters.
+        use std::hash::{BuildHasher, Hasher};
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_usize(&hasher as *const _ as usize);
+        hasher.finish() | 1
+    });
+}
+
+/// One random word per call (xorshift64*), per thread: no shared RNG state.
+fn random_word() -> u64 {
+    RANDOM_STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        state.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    })
+}
+
+/// A random height: level `h` with probability (1/4)^(h-1) · 3/4, from one random word.
+fn random_height() -> usize {
+    let height = 1 + (random_word().trailing_zeros() as usize) / 2;
+    height.min(MAX_HEIGHT)
+}
+
+/// The concurrent skiplist memtable. See the module documentation.
+pub struct Memtable {
+    arena: Arena,
+    head: *mut Node,
+    max_height: AtomicUsize,
+    entry_count: AtomicUsize,
+}
+
+impl std::fmt::Debug for Memtable {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Memtable")
+            .field("entries", &self.len())
+            .field("bytes", &self.approximate_memory_bytes())
+            .finish()
+    }
+}
+
+// SAFETY: all shared mutable state is reached through atomics (towers, counters) and the
+// arena, which is Send + Sync; node bytes are immutable after publication (invariant 2).
+unsafe impl Send for Memtable {}
+// SAFETY: as above.
+unsafe impl Sync for Memtable {}
+
+impl Default for Memtable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How a search compares a node with its target.
+trait Target {
+    /// Ordering of `node_key` relative to the target.
+    fn compare(&self, node_key: &[u8]) -> Ordering;
+}
+
+/// An internal key given as its parts, so lookups need not build it.
+struct Parts<'a> {
+    user_key: &'a [u8],
+    trailer: u64,
+}
+
+impl Target for Parts<'_> {
+    #[inline]
+    fn compare(&self, node_key: &[u8]) -> Ordering {
+        user_key(node_key)
+            .cmp(self.user_key)
+            .then_with(|| self.trailer.cmp(&trailer(node_key)))
+    }
+}
+
+/// An encoded internal key.
+struct Encoded<'a>(&'a [u8]);
+
+impl Target for Encoded<'_> {
+    #[inline]
+    fn compare(&self, node_key: &[u8]) -> Ordering {
+        crate::key::compare_internal_keys(node_key, self.0)
+    }
+}
+
+impl Memtable {
+    /// An empty memtable with the default arena chunk size.
+    pub fn new() -> Memtable {
+        Self::with_chunk_bytes(CHUNK_BYTES_DEFAULT)
+    }
+
+    /// An empty memtable whose arena carves chunks of `chunk_bytes` (small memtables use
+    /// small chunks so they do not hold a megabyte each).
+    pub fn with_chunk_bytes(chunk_bytes: usize) -> Memtable {
+        let arena = Arena::new(chunk_bytes);
+        let head = Self::allocate_node(&arena, MAX_HEIGHT, [&[], &[]], &[]);
+        Memtable {
+            arena,
+            head,
+            max_height: AtomicUsize::new(1),
+            entry_count: AtomicUsize::new(0),
+        }
+    }
+
+    /// Allocates and initialises an unpublished node holding `key_parts` concatenated (the
+    /// user key and the trailer, written in place so an insert allocates nothing else).
+    fn allocate_node(
+        arena: &Arena,
+        height: usize,
+        key_parts: [&[u8]; 2],
+        value: &[u8],
+    ) -> *mut Node {
+        debug_assert!((1..=MAX_HEIGHT).contains(&height));
+        let key_length = key_parts[0].len() + key_parts[1].len();
+        let tower_bytes = height * std::mem::size_of::<usize>();
+        let size = NODE_HEADER_BYTES + tower_bytes + key_length + value.len();
+        let node = arena.allocate(size) as *mut Node;
+        // SAFETY: `node` points to `size` fresh bytes, 8-aligned (arena invariant 1): room
+        // for the header, the tower and both byte strings. Nothing else sees it yet.
+        unsafe {
+            node.write(Node {
+                key_length: key_length as u32,
+                value_length: value.len() as u32,
+                height: height as u32,
+                _padding: 0,
+            });
+            for level in 0..height {
+                let slot = (node as *mut u8).add(NODE_HEADER_BYTES) as *mut AtomicPtr<Node>;
+                slot.add(level).write(AtomicPtr::new(ptr::null_mut()));
+            }
+            let mut cursor = (node as *mut u8).add(NODE_HEADER_BYTES + tower_bytes);
+            for part in key_parts.iter().chain(std::iter::once(&value)) {
+                ptr::copy_nonoverlapping(part.as_ptr(), cursor, part.len());
+                cursor = cursor.add(part.len());
+            }
+        }
+        node
+    }
+
+    /// Inserts one version. Precondition: `(user_key, sequence)` was never inserted before.
+    /// Safe to call from many threads at once; never blocks.
+    pub fn insert(&self, user_key: &[u8], sequence: SequenceNumber, kind: ValueKind, value: &[u8]) {
+        debug_assert!(user_key.len() <= crate::key::KEY_BYTES_MAX);
+        debug_assert!(value.len() <= crate::key::VALUE_BYTES_MAX);
+        let height = random_height();
+        let trailer = crate::key::pack_trailer(sequence, kind);
+        let trailer_bytes: [u8; TRAILER_BYTES] = trailer.to_le_bytes();
+        let node = Self::allocate_node(&self.arena, height, [user_key, &trailer_bytes], value);
+
+        let mut max_height = self.max_height.load(AtomicOrdering::Relaxed);
+        while height > max_height {
+            match self.max_height.compare_exchange_weak(
+                max_height,
+                height,
+                AtomicOrdering::Relaxed,
+                AtomicOrdering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => max_height = actual,
+            }
+        }
+        let target = Parts { user_key, trailer };
+        // The splice: for each level, the last node before the key and the first after it.
+        let mut before = [self.head as *const Node; MAX_HEIGHT];
+        let mut after = [ptr::null::<Node>(); MAX_HEIGHT];
+        let mut start = self.head as *const Node;
+        for level in (0..max_height.max(height)).rev() {
+            let (found_before, found_after) = self.find_splice(&target, start, level);
+            before[level] = found_before;
+            after[level] = found_after;
+            start = found_before;
+        }
+        // Link bottom-up (invariant 3).
+        for level in 0..height {
+            loop {
+                // SAFETY: `node` is ours and has `height` levels; `before[level]` is the head
+                // or a published node whose height exceeds `level` (it was found at `level`).
+                unsafe {
+                    Node::next(node, level)
+                        .store(after[level] as *mut Node, AtomicOrdering::Relaxed);
+                    if Node::next(before[level], level)
+                        .compare_exchange(
+                            after[level] as *mut Node,
+                            node,
+                            AtomicOrdering::Release,
+                            AtomicOrdering::Relaxed,
+                        )
+                        .is_ok()
+                    {
+                        break;
+                    }
+                }
+                // Another insert changed this level between the search and the CAS: search
+                // again from the node we had, which still precedes the key.
+                let (found_before, found_after) = self.find_splice(&target, before[level], level);
+                before[level] = found_before;
+                after[level] = found_after;
+            }
+        }
+        self.entry_count.fetch_add(1, AtomicOrdering::Relaxed);
+    }
+
+    /// At `level`, starting from `start` (which precedes the target), the last node before
+    /// the target and the first node at or after it (null at the end).
+    fn find_splice(
+        &self,
+        target: &dyn Target,
+        start: *const Node,
+        level: usize,
+    ) -> (*const Node, *const Node) {
+        let mut current = start;
+        loop {
+            // SAFETY: `current` is the head or a node reached at this level, so its tower has
+            // a slot for `level`; published nodes stay alive as long as `self`.
+            let next = unsafe { Node::next(current, level).load(AtomicOrdering::Acquire) };
+            // SAFETY: non-null `next` is a published node (invariant 2).
+            if next.is_null() || target.compare(unsafe { Node::key(next) }) != Ordering::Less {
+                debug_assert!(
+                    next.is_null()
+                        // SAFETY: as above.
+                        || target.compare(unsafe { Node::key(next) }) != Ordering::Equal,
+                    "duplicate internal key inserted"
+                );
+                return (current, next);
+            }
+            current = next;
+        }
+    }
+
+    /// The first node whose key is `>= target`, or null.
+    fn find_greater_or_equal(&self, target: &dyn Target) -> *const Node {
+        let mut current = self.head as *const Node;
+        let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        loop {
+            // SAFETY: as in `find_splice`.
+            let next = unsafe { Node::next(current, level).load(AtomicOrdering::Acquire) };
+            // SAFETY: non-null `next` is a published node.
+            if !next.is_null() && target.compare(unsafe { Node::key(next) }) == Ordering::Less {
+                current = next;
+            } else if level == 0 {
+                return next;
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// The last node whose key is `< target` (or, with no target, the last node), or null if
+    /// that would be the head.
+    fn find_less_than(&self, target: Option<&dyn Target>) -> *const Node {
+        let mut current = self.head as *const Node;
+        let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        loop {
+            // SAFETY: as in `find_splice`.
+            let next = unsafe { Node::next(current, level).load(AtomicOrdering::Acquire) };
+            let advance = !next.is_null()
+                && target.is_none_or(|target| {
+                    // SAFETY: non-null `next` is a published node.
+                    target.compare(unsafe { Node::key(next) }) == Ordering::Less
+                });
+            if advance {
+                current = next;
+            } else if level == 0 {
+                return if ptr::eq(current, self.head) {
+                    ptr::null()
+                } else {
+                    current
+                };
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// The newest version of `user_key` with sequence `<= snapshot`: `Some((kind, value))`,
+    /// or `None` if there is none. Never allocates, never blocks.
+    pub fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<(ValueKind, &[u8])> {
+        let target = Parts {
+            user_key,
+            trailer: crate::key::pack_trailer(snapshot, ValueKind::SEEK),
+        };
+        let node = self.find_greater_or_equal(&target);
+        if node.is_null() {
+            return None;
+        }
+        // SAFETY: a published node, alive as long as `self` (the returned borrow).
+        let key = unsafe { Node::key(node) };
+        let parsed = parse_internal_key(key)?;
+        if parsed.user_key != user_key {
+            return None;
+        }
+        // SAFETY: as above.
+        Some((parsed.kind, unsafe { Node::value(node) }))
+    }
+
+    /// Bytes allocated for nodes (decides when the memtable is full). One atomic load.
+    pub fn approximate_memory_bytes(&self) -> usize {
+        self.arena.allocated_bytes()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entry_count.load(AtomicOrdering::Relaxed)
+    }
+
+    /// True if nothing was inserted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A cursor that keeps the memtable alive.
+    pub fn iter(self: &Arc<Self>) -> MemtableIterator {
+        MemtableIterator {
+            memtable: Arc::clone(self),
+            node: ptr::null(),
+        }
+    }
+}
+
+/// A cursor over a memtable; sees entries inserted after it was created too (the skiplist is
+/// concurrent), which the database iterator filters by sequence number.
+pub struct MemtableIterator {
+    memtable: Arc<Memtable>,
+    node: *const Node,
+}
+
+impl std::fmt::Debug for MemtableIterator {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("MemtableIterator")
+            .field("valid", &!self.node.is_null())
+            .finish()
+    }
+}
+
+// SAFETY: the node pointer refers into the memtable the iterator keeps alive through its
+// `Arc`; node bytes are immutable and towers are atomics, so moving the cursor to another
+// thread is sound.
+unsafe impl Send for MemtableIterator {}
+
+impl InternalIterator for MemtableIterator {
+    fn valid(&self) -> bool {
+        !self.node.is_null()
+    }
+
+    fn seek_to_first(&mut self) {
+        // SAFETY: the head has MAX_HEIGHT levels.
+        self.node = unsafe { Node::next(self.memtable.head, 0).load(AtomicOrdering::Acquire) };
+    }
+
+    fn seek_to_last(&mut self) {
+        self.node = self.memtable.find_less_than(None);
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.node = self.memtable.find_greater_or_equal(&Encoded(target));
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid());
+        if !self.node.is_null() {
+            // SAFETY: a valid cursor points at a published node with at least one level.
+            self.node = unsafe { Node::next(self.node, 0).load(AtomicOrdering::Acquire) };
+        }
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid());
+        if !self.node.is_null() {
+            // SAFETY: as above; the key stays valid while the memtable lives.
+            let key = unsafe { Node::key(self.node) };
+            self.node = self.memtable.find_less_than(Some(&Encoded(key)));
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        if self.node.is_null() {
+            return &[];
+        }
+        // SAFETY: a published node of the memtable this iterator keeps alive.
+        unsafe { Node::key(self.node) }
+    }
+
+    fn value(&self) -> &[u8] {
+        if self.node.is_null() {
+            return &[];
+        }
+        // SAFETY: as above.
+        unsafe { Node::value(self.node) }
+    }
+
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{compare_internal_keys, internal_key};
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+
+    /// Oracle keyed so BTreeMap order equals internal-key order.
+    fn oracle_key(user: &[u8], sequence: u64) -> (Vec<u8>, std::cmp::Reverse<u64>) {
+        (user.to_vec(), std::cmp::Reverse(sequence))
+    }
+
+    #[test]
+    fn heights_follow_a_geometric_distribution() {
+        let mut counts = [0usize; MAX_HEIGHT + 1];
+        for _ in 0..100_000 {
+            counts[random_height()] += 1;
+        }
+        assert!((70_000..80_000).contains(&counts[1]), "{counts:?}");
+        assert!((16_000..21_000).contains(&counts[2]), "{counts:?}");
+    }
+
+    #[test]
+    fn matches_an_oracle_in_order_get_seek_and_prev() {
+        let mut rng = SmallRng::seed_from_u64(11);
+        let memtable = Arc::new(Memtable::with_chunk_bytes(4096));
+        let mut oracle = BTreeMap::new();
+        for sequence in 1..=5000u64 {
+            let user: Vec<u8> = match rng.gen_range(0..4) {
+                0 => Vec::new(),
+                1 => vec![b'a'; rng.gen_range(1..4)],
+                _ => format!("k{}", rng.gen_range(0..300)).into_bytes(),
+            };
+            let kind = if rng.gen_bool(0.2) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let value: Vec<u8> = (0..rng.gen_range(0..50)).map(|_| rng.gen()).collect();
+            memtable.insert(&user, sequence, kind, &value);
+            oracle.insert(oracle_key(&user, sequence), (kind, value));
+        }
+        assert_eq!(memtable.len(), 5000);
+        let expected: Vec<(Vec<u8>, Vec<u8>)> = oracle
+            .iter()
+            .map(|((user, sequence), (kind, value))| {
+                (internal_key(user, sequence.0, *kind), value.clone())
+            })
+            .collect();
+        let mut iterator = memtable.iter();
+        iterator.seek_to_first();
+        let mut forward = Vec::new();
+        while iterator.valid() {
+            forward.push((iterator.key().to_vec(), iterator.value().to_vec()));
+            iterator.next();
+        }
+        assert_eq!(forward, expected);
+        iterator.seek_to_last();
+        let mut backward = Vec::new();
+        while iterator.valid() {
+            backward.push((iterator.key().to_vec(), iterator.value().to_vec()));
+            iterator.prev();
+        }
+        backward.reverse();
+        assert_eq!(backward, expected);
+        for _ in 0..2000 {
+            let user = format!("k{}", rng.gen_range(0..300)).into_bytes();
+            let snapshot = rng.gen_range(0..5200);
+            let want = oracle
+                .range(oracle_key(&user, snapshot)..)
+                .next()
+                .filter(|((found, _), _)| *found == user)
+                .map(|(_, (kind, value))| (*kind, value.as_slice()));
+            assert_eq!(memtable.get(&user, snapshot), want);
+            let target = internal_key(&user, snapshot, ValueKind::SEEK);
+            iterator.seek(&target);
+            let position = expected
+                .partition_point(|(key, _)| compare_internal_keys(key, &target) == Ordering::Less);
+            match expected.get(position) {
+                Some((key, _)) => assert_eq!(iterator.key(), key.as_slice()),
+                None => assert!(!iterator.valid()),
+            }
+        }
+    }
+
+    #[test]
+    fn values_larger_than_a_chunk_work() {
+        let memtable = Memtable::with_chunk_bytes(4096);
+        let big = vec![9u8; 100_000];
+        memtable.insert(b"big", 1, ValueKind::Put, &big);
+        memtable.insert(b"small", 2, ValueKind::Put, b"x");
+        assert_eq!(
+            memtable.get(b"big", 5),
+            Some((ValueKind::Put, big.as_slice()))
+        );
+        assert_eq!(memtable.get(b"small", 5), Some((ValueKind::Put, &b"x"[..])));
+        assert!(memtable.approximate_memory_bytes() >= 100_000);
+    }
+
+    #[test]
+    fn concurrent_inserts_with_concurrent_readers() {
+        const WRITERS: u64 = 4;
+        const PER_WRITER: u64 = 25_000;
+        let memtable = Arc::new(Memtable::with_chunk_bytes(64 * 1024));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let memtable = Arc::clone(&memtable);
+                let done = Arc::clone(&done);
+                std::thread::spawn(move || {
+                    let mut passes = 0;
+                    while !done.load(AtomicOrdering::Acquire) || passes == 0 {
+                        let mut iterator = memtable.iter();
+                        iterator.seek_to_first();
+                        let mut previous: Option<Vec<u8>> = None;
+                        while iterator.valid() {
+                            let key = iterator.key().to_vec();
+                            if let Some(previous) = &previous {
+                                assert_eq!(compare_internal_keys(previous, &key), Ordering::Less);
+                            }
+                            let parsed = parse_internal_key(&key).unwrap();
+                            // value = sequence, so every read is checkable
+                            assert_eq!(iterator.value(), &parsed.sequence.to_le_bytes());
+                            previous = Some(key);
+                            iterator.next();
+                        }
+                        passes += 1;
+                    }
+                    passes
+                })
+            })
+            .collect();
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|writer| {
+                let memtable = Arc::clone(&memtable);
+                std::thread::spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(writer);
+                    for index in 0..PER_WRITER {
+                        let sequence = writer * PER_WRITER + index + 1;
+                        let user = format!("key{:05}", rng.gen_range(0..20_000)).into_bytes();
+                        memtable.insert(&user, sequence, ValueKind::Put, &sequence.to_le_bytes());
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        done.store(true, AtomicOrdering::Release);
+        for reader in readers {
+            assert!(reader.join().unwrap() > 0);
+        }
+        let total = WRITERS * PER_WRITER;
+        assert_eq!(memtable.len() as u64, total);
+        let mut iterator = memtable.iter();
+        iterator.seek_to_first();
+        let mut seen = std::collections::HashSet::new();
+        let mut previous: Option<Vec<u8>> = None;
+        while iterator.valid() {
+            let key = iterator.key().to_vec();
+            if let Some(previous) = &previous {
+                assert_eq!(compare_internal_keys(previous, &key), Ordering::Less);
+            }
+            assert!(seen.insert(parse_internal_key(&key).unwrap().sequence));
+            previous = Some(key);
+            iterator.next();
+        }
+        assert_eq!(seen.len() as u64, total);
+    }
+}
