@@ -361,8 +361,15 @@ impl<S: Store, W: Write> Shell<S, W> {
     fn load(&mut self, path: &str) -> Result<(), CommandError> {
         let resolved = self.resolve(path);
         let shown = resolved.display();
-        let file = File::open(&resolved)
-            .map_err(|error| failed(format!("cannot open load file {shown}: {error}")))?;
+        let file = File::open(&resolved).map_err(|error| {
+            let hint = if self.base_dir.is_none() && Path::new(path).is_relative() {
+                " (relative paths resolve against the current directory when the workload \
+                 comes from stdin; with --file they resolve against the workload's directory)"
+            } else {
+                ""
+            };
+            failed(format!("cannot open load file {shown}: {error}{hint}"))
+        })?;
         let length = file
             .metadata()
             .map_err(|error| failed(format!("cannot stat load file {shown}: {error}")))?
