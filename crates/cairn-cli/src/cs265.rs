@@ -291,8 +291,8 @@ pub struct Shell<S, W> {
 }
 
 impl<S: Store, W: Write> Shell<S, W> {
-    /// A shell over `store`. Relative `l` paths are resolved against `base_dir` when given,
-    /// otherwise against the process's working directory.
+    /// A shell over `store`. Relative `l` paths are tried against `base_dir` when given (the
+    /// workload file's directory), then against the process's working directory.
     pub fn new(store: S, out: W, base_dir: Option<PathBuf>) -> Self {
         Shell {
             store,
@@ -348,11 +348,19 @@ impl<S: Store, W: Write> Shell<S, W> {
         Ok(())
     }
 
-    /// Resolves an `l` path: absolute paths as is, relative ones against the base directory.
+    /// Resolves an `l` path: absolute paths as is; relative ones against the base directory
+    /// if the file exists there, otherwise against the working directory.
     pub fn resolve(&self, path: &str) -> PathBuf {
         let path = Path::new(path);
         match &self.base_dir {
-            Some(base) if path.is_relative() => base.join(path),
+            Some(base) if path.is_relative() => {
+                let in_base = base.join(path);
+                if in_base.exists() || !path.exists() {
+                    in_base
+                } else {
+                    path.to_path_buf()
+                }
+            }
             _ => path.to_path_buf(),
         }
     }
@@ -362,11 +370,16 @@ impl<S: Store, W: Write> Shell<S, W> {
         let resolved = self.resolve(path);
         let shown = resolved.display();
         let file = File::open(&resolved).map_err(|error| {
-            let hint = if self.base_dir.is_none() && Path::new(path).is_relative() {
-                " (relative paths resolve against the current directory when the workload \
-                 comes from stdin; with --file they resolve against the workload's directory)"
-            } else {
-                ""
+            let hint = match (&self.base_dir, Path::new(path).is_relative()) {
+                (None, true) => {
+                    " (relative paths resolve against the current directory when the workload \
+                     comes from stdin)"
+                }
+                (Some(_), true) => {
+                    " (relative paths are tried against the workload file's directory, then \
+                     the current directory)"
+                }
+                _ => "",
             };
             failed(format!("cannot open load file {shown}: {error}{hint}"))
         })?;
@@ -693,6 +706,10 @@ mod tests {
         let shell = Shell::new(BTreeMap::new(), Vec::new(), Some(PathBuf::from("/w")));
         assert_eq!(shell.resolve("a.bin"), PathBuf::from("/w/a.bin"));
         assert_eq!(shell.resolve("/x/a.bin"), PathBuf::from("/x/a.bin"));
+        // Falls back to the working directory when only that has the file.
+        assert_eq!(shell.resolve("Cargo.toml"), PathBuf::from("Cargo.toml"));
+        let here = Shell::new(BTreeMap::new(), Vec::new(), Some(PathBuf::from("src")));
+        assert_eq!(here.resolve("main.rs"), PathBuf::from("src/main.rs"));
         let shell = Shell::new(BTreeMap::new(), Vec::new(), None);
         assert_eq!(shell.resolve("a.bin"), PathBuf::from("a.bin"));
     }

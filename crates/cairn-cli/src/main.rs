@@ -29,16 +29,18 @@ against the database. Keys and values are signed 32-bit integers.
   l \"PATH\"    load a binary file of native-endian int32 pairs K V K V ... as puts, in file
               order. The quotes are optional for paths without spaces. The whole file's length
               is checked (a multiple of 8 bytes) before anything is applied. A relative PATH is
-              resolved against the directory of the --file workload, or against the current
-              directory when the workload comes from stdin.
+              resolved against the current directory when the workload comes from stdin; with
+              --file it is tried against the workload file's directory first, then against the
+              current directory.
   s           print the database's statistics
 
 Blank lines are ignored. A bad line is reported on stderr as `error: line N: ...` and the shell
 continues. At the end a summary (commands, seconds, commands/s) is printed on stderr.
 Exit status: 0 if every line succeeded, 1 if some lines failed, 2 on a fatal error.
 
-Example:
-  cairn shell --db /tmp/cairn-demo --file crates/cairn-cli/workloads/demo.txt";
+Examples (from the repository root; the demo's load paths are relative to it):
+  cairn shell --db /tmp/cairn-demo < crates/cairn-cli/workloads/demo.txt
+  cairn shell --db /tmp/cairn-demo --memtable-mb 1 --file crates/cairn-cli/workloads/demo.txt";
 
 /// The cairn key-value store.
 #[derive(Debug, Parser)]
@@ -132,8 +134,8 @@ struct DbArg {
 struct ShellArgs {
     #[command(flatten)]
     db: DbArg,
-    /// Read the workload from PATH instead of stdin (relative `l` paths then resolve against
-    /// PATH's directory)
+    /// Read the workload from PATH instead of stdin (relative `l` paths are then tried against
+    /// PATH's directory first)
     #[arg(long, value_name = "PATH")]
     file: Option<PathBuf>,
     /// Memtable size in MiB (smaller means more flushes and compactions)
