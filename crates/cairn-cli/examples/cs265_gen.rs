@@ -7,8 +7,15 @@
 //! cmp /tmp/w/out.txt /tmp/w/expected.txt
 //! ```
 //!
-//! With `--name NAME` the files are `NAME.txt`, `NAME.expected.txt` and `NAME_load_XX.bin`
-//! (this is how `workloads/demo.*` is made). The generator and the oracle live in
+//! With `--name NAME` the files are `NAME.txt`, `NAME.expected.txt` and `NAME_load_XX.bin`.
+//! The bundled demo was made, from the repository root, with
+//!
+//! ```text
+//! cargo run -p cairn-cli --example cs265_gen -- --seed 2026 --commands 20000 --loads 4 \
+//!     --load-pairs 2000 --name demo --load-path-prefix crates/cairn-cli/workloads/ \
+//!     --out crates/cairn-cli/workloads
+//! ```
+//! The generator and the oracle live in
 //! `tests/support/workload.rs`; the oracle is independent of the shell's executor.
 
 #[path = "../tests/support/workload.rs"]
@@ -39,6 +46,11 @@ struct Args {
     /// File name stem; without it: workload.txt, expected.txt, load_XX.bin
     #[arg(long)]
     name: Option<String>,
+    /// Directory written before each file name in the `l` lines, for workloads meant to be run
+    /// from elsewhere (the demo uses `crates/cairn-cli/workloads/`, relative to the repository
+    /// root); by default `l` lines name the bare files
+    #[arg(long, default_value = "")]
+    load_path_prefix: String,
     /// Output directory (created if missing)
     #[arg(long)]
     out: PathBuf,
@@ -65,6 +77,7 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(per_mille) = args.large_ranges_per_mille {
         config.large_range_per_mille = per_mille;
     }
+    config.path_prefix = args.load_path_prefix.clone();
     let (text_name, expected_name) = match &args.name {
         Some(name) => {
             config.file_prefix = format!("{name}_");

@@ -359,38 +359,50 @@ fn one_off_commands_round_trip() {
     dir.remove();
 }
 
-/// The bundled demo workload still matches its bundled expected output, and the oracle agrees.
+/// The bundled demo workload (whose `l` paths are relative to the repository root) still
+/// matches its bundled expected output, and the oracle agrees; run from the repository root
+/// both from stdin and with `--file`.
 #[test]
 fn bundled_demo_matches_its_expected_output() {
     if cfg!(target_endian = "big") {
         return; // the bundled .bin files are little-endian
     }
-    let workloads = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads");
-    let text = std::fs::read_to_string(workloads.join("demo.txt")).unwrap();
-    let expected_stdout = std::fs::read_to_string(workloads.join("demo.expected.txt")).unwrap();
-    let expected = workload::oracle(&text, &|name| std::fs::read(workloads.join(name)).ok())
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let demo = root.join("crates/cairn-cli/workloads/demo.txt");
+    let text = std::fs::read_to_string(&demo).unwrap();
+    let expected_stdout =
+        std::fs::read_to_string(root.join("crates/cairn-cli/workloads/demo.expected.txt")).unwrap();
+    let expected = workload::oracle(&text, &|path| std::fs::read(root.join(path)).ok())
         .expect("oracle runs the demo");
     assert!(
         expected.stdout == expected_stdout,
         "demo.expected.txt is stale"
     );
     let dir = TempDir::new("cs265-demo");
-    let demo = workloads.join("demo.txt");
-    let output = cairn(
+    let db = dir.path().join("db");
+    let db = db.to_str().unwrap();
+    let from_stdin = cairn(
+        &["shell", "--db", db, "--memtable-mb", "1"],
+        &root,
+        text.clone().into_bytes(),
+    );
+    let stderr = String::from_utf8_lossy(&from_stdin.stderr).to_string();
+    assert!(from_stdin.status.success(), "{stderr}");
+    assert_same_output(&from_stdin.stdout, &expected, &text, &stderr);
+    let db = dir.path().join("db2");
+    let from_file = cairn(
         &[
             "shell",
             "--db",
-            "db",
-            "--memtable-mb",
-            "1",
+            db.to_str().unwrap(),
             "--file",
-            demo.to_str().unwrap(),
+            "crates/cairn-cli/workloads/demo.txt",
         ],
-        dir.path(),
+        &root,
         Vec::new(),
     );
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert!(output.status.success(), "{stderr}");
-    assert_same_output(&output.stdout, &expected, &text, &stderr);
+    let stderr = String::from_utf8_lossy(&from_file.stderr).to_string();
+    assert!(from_file.status.success(), "{stderr}");
+    assert_same_output(&from_file.stdout, &expected, &text, &stderr);
     dir.remove();
 }

@@ -79,6 +79,9 @@ pub struct Config {
     pub load_pairs: usize,
     /// Prefix of the load file names (`{prefix}load_00.bin`, ...).
     pub file_prefix: String,
+    /// Written before the file name in `l` lines (e.g. a directory relative to where the
+    /// workload will be run); empty for bare names.
+    pub path_prefix: String,
     /// Per-mille of range commands that are large (thousands of pairs).
     pub large_range_per_mille: u64,
 }
@@ -92,6 +95,7 @@ impl Config {
             loads: (commands / 20_000).clamp(3, 12),
             load_pairs: (commands / 30).clamp(64, 50_000),
             file_prefix: String::new(),
+            path_prefix: String::new(),
             large_range_per_mille: 2,
         }
     }
@@ -104,11 +108,14 @@ pub struct Workload {
     pub text: String,
     /// `(file name, contents)` of every load file, in the order they are loaded.
     pub files: Vec<(String, Vec<u8>)>,
+    /// The prefix `l` lines put before each file name.
+    pub path_prefix: String,
 }
 
 impl Workload {
-    /// The contents of the load file called `name`.
-    pub fn file(&self, name: &str) -> Option<&[u8]> {
+    /// The contents of the load file that an `l` line names as `path`.
+    pub fn file(&self, path: &str) -> Option<&[u8]> {
+        let name = path.strip_prefix(self.path_prefix.as_str())?;
         self.files
             .iter()
             .find(|(file, _)| file == name)
@@ -318,7 +325,7 @@ pub fn generate(config: &Config) -> Workload {
             let name = format!("{}load_{:02}.bin", config.file_prefix, files.len());
             let bytes = generator.load_file(config.load_pairs);
             let gap = generator.gap();
-            let _ = writeln!(generator.text, "l{gap}\"{name}\"");
+            let _ = writeln!(generator.text, "l{gap}\"{}{name}\"", config.path_prefix);
             files.push((name, bytes));
         } else if full_scan_at.contains(&index) {
             generator.line("r", &[i32::MIN, i32::MAX]);
@@ -334,6 +341,7 @@ pub fn generate(config: &Config) -> Workload {
     Workload {
         text: generator.text,
         files,
+        path_prefix: config.path_prefix.clone(),
     }
 }
 
