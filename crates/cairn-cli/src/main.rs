@@ -141,6 +141,10 @@ struct ShellArgs {
     /// Memtable size in MiB (smaller means more flushes and compactions)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65536))]
     memtable_mb: Option<u64>,
+    /// Memtable size in KiB, for tests that want a flush every few hundred writes
+    #[arg(long, value_name = "N", conflicts_with = "memtable_mb",
+          value_parser = clap::value_parser!(u64).range(4..=64 * 1024 * 1024))]
+    memtable_kb: Option<u64>,
     /// Write-ahead logging on (the default)
     #[arg(long, overrides_with = "no_wal")]
     wal: bool,
@@ -291,6 +295,12 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
             .ok()
             .and_then(|megabytes| megabytes.checked_mul(1024 * 1024))
             .ok_or_else(|| format!("--memtable-mb {megabytes} is too large for this machine"))?;
+    }
+    if let Some(kilobytes) = args.memtable_kb {
+        options.write_buffer_size_bytes = usize::try_from(kilobytes)
+            .ok()
+            .and_then(|kilobytes| kilobytes.checked_mul(1024))
+            .ok_or_else(|| format!("--memtable-kb {kilobytes} is too large for this machine"))?;
     }
     let (input, base_dir): (Box<dyn BufRead>, Option<PathBuf>) = match &args.file {
         Some(path) => {
