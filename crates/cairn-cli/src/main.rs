@@ -377,7 +377,7 @@ fn encode_hex(bytes: &[u8]) -> String {
 
 fn decode_hex(text: &str) -> Result<Vec<u8>, String> {
     let digits = text.strip_prefix("0x").unwrap_or(text).as_bytes();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!("\"{text}\" has an odd number of hex digits"));
     }
     digits
