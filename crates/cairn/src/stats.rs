@@ -99,10 +99,14 @@ impl Stats {
             .unwrap_or(0)
     }
 
-    /// Write amplification: bytes written by flush and compaction per byte logged.
-    pub fn write_amplification(&self) -> f64 {
-        let logged = self.counter("wal_bytes").max(1) as f64;
-        (self.counter("flush_bytes") + self.counter("compaction_write_bytes")) as f64 / logged
+    /// Write amplification since open: bytes written by flush and compaction per byte
+    /// logged; `None` before anything was logged (or with the WAL off).
+    pub fn write_amplification(&self) -> Option<f64> {
+        let logged = self.counter("wal_bytes");
+        (logged > 0).then(|| {
+            (self.counter("flush_bytes") + self.counter("compaction_write_bytes")) as f64
+                / logged as f64
+        })
     }
 }
 
@@ -131,11 +135,10 @@ impl fmt::Display for Stats {
         for (name, value) in &self.counters {
             writeln!(formatter, "{name}: {value}")?;
         }
-        write!(
-            formatter,
-            "write_amplification: {:.2}",
-            self.write_amplification()
-        )
+        match self.write_amplification() {
+            Some(amplification) => write!(formatter, "write_amplification: {amplification:.2}"),
+            None => write!(formatter, "write_amplification: n/a"),
+        }
     }
 }
 
