@@ -1,7 +1,10 @@
 //! Record logs: the write-ahead log (WAL) and the MANIFEST share this framing.
 //!
 //! A log is a sequence of records, each `masked_crc32c u32 | length u32 | payload`, the
-//! checksum covering the length field and the payload (docs/format.md, "Log record").
+//! checksum covering the length field and the payload, padded with zeros to a multiple of 8
+//! bytes so every record starts 8-byte aligned (docs/format.md, "Log record"). Alignment lets
+//! the concurrent WAL writer (`wal_writer`) publish a record with one atomic store of its
+//! 8-byte header.
 //!
 //! Reading a log distinguishes two kinds of damage (DESIGN §6):
 //! 1. A *torn tail*: the last record was only partly written when the process or machine
@@ -17,7 +20,7 @@
 //! Thread-safety contract: a `LogWriter` is owned by one thread at a time (`&mut self`); the
 //! database serialises appends to the live WAL.
 
-use crate::coding::{get_u32, masked_crc2, put_u32};
+use crate::coding::{get_u32, masked_crc2};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use std::path::{Path, PathBuf};
@@ -27,6 +30,21 @@ pub const RECORD_HEADER_BYTES: usize = 8;
 
 /// Largest payload a record may carry (bounded so a damaged length cannot ask for 4 GiB).
 pub const RECORD_PAYLOAD_BYTES_MAX: usize = 1 << 30;
+
+/// Records start at multiples of this many bytes.
+pub const RECORD_ALIGNMENT: usize = 8;
+
+/// Bytes a record with `payload_bytes` of payload occupies, padding included.
+pub fn record_bytes(payload_bytes: usize) -> usize {
+    (RECORD_HEADER_BYTES + payload_bytes).next_multiple_of(RECORD_ALIGNMENT)
+}
+
+/// The 8-byte header of a record: `masked crc32c | length`, as one little-endian `u64`.
+pub fn record_header(payload: &[u8]) -> u64 {
+    let length = (payload.len() as u32).to_le_bytes();
+    let crc = masked_crc2(&length, payload);
+    u64::from(crc) | (u64::from(payload.len() as u32) << 32)
+}
 
 /// Appends records to a log file.
 #[derive(Debug)]
@@ -54,12 +72,13 @@ impl LogWriter {
                 payload.len()
             )));
         }
-        let length = (payload.len() as u32).to_le_bytes();
         self.header.clear();
-        put_u32(&mut self.header, masked_crc2(&length, payload));
-        self.header.extend_from_slice(&length);
+        self.header
+            .extend_from_slice(&record_header(payload).to_le_bytes());
         self.file.append(&self.header)?;
-        self.file.append(payload)
+        self.file.append(payload)?;
+        let padding = record_bytes(payload.len()) - RECORD_HEADER_BYTES - payload.len();
+        self.file.append(&[0u8; RECORD_ALIGNMENT][..padding])
     }
 
     /// Hands appended records to the operating system (survives a process crash).
@@ -119,7 +138,13 @@ fn valid_record_at(bytes: &[u8], offset: usize) -> Option<usize> {
     let payload_start = offset + RECORD_HEADER_BYTES;
     let payload = bytes.get(payload_start..payload_start.checked_add(length)?)?;
     let length_bytes = bytes.get(offset + 4..offset + 8)?;
-    (masked_crc2(length_bytes, payload) == stored_crc).then_some(length)
+    if masked_crc2(length_bytes, payload) != stored_crc {
+        return None;
+    }
+    // Padding is outside the checksum, so it must be present and zero to count as written.
+    let padding_start = payload_start + length;
+    let padding = bytes.get(padding_start..offset.checked_add(record_bytes(length))?)?;
+    padding.iter().all(|&byte| byte == 0).then_some(length)
 }
 
 /// Reads every record of the log at `path` (see the module doc for the damage rules).
@@ -137,12 +162,13 @@ pub fn parse_log(bytes: Vec<u8>, path: &Path) -> Result<LogContents> {
         match valid_record_at(&bytes, offset) {
             Some(length) => {
                 records.push((offset + RECORD_HEADER_BYTES, length));
-                offset += RECORD_HEADER_BYTES + length;
+                offset += record_bytes(length);
             }
             None => {
                 // Is anything valid after the damage? Then it is not a tail. Scanning every
                 // byte offset is slow only on a damaged file, and only once, at recovery.
-                let resumes = (offset + 1..bytes.len())
+                let resumes = (offset + RECORD_ALIGNMENT..bytes.len())
+                    .step_by(RECORD_ALIGNMENT)
                     .find(|&candidate| valid_record_at(&bytes, candidate).is_some());
                 if let Some(next_valid) = resumes {
                     return Err(Error::corruption(
@@ -193,7 +219,7 @@ mod tests {
         // Every truncation is a torn tail that keeps exactly the complete records.
         for cut in 0..full.len() {
             let contents = parse_log(full[..cut].to_vec(), path).unwrap();
-            let expected = [11usize, 22, 1030]
+            let expected = [16usize, 32, 1040]
                 .iter()
                 .filter(|&&end| end <= cut)
                 .count();
@@ -211,7 +237,7 @@ mod tests {
         let path = Path::new("/log");
         write_log(&fs, path, &[b"one", b"two", b"three"]);
         let full = fs.file_contents(path).unwrap();
-        for position in 0..22 {
+        for position in (0..32).filter(|position| !(11..16).contains(position)) {
             let mut damaged = full.clone();
             damaged[position] ^= 0x10;
             match parse_log(damaged, path) {
@@ -221,10 +247,10 @@ mod tests {
         }
         // Damage in the last record is indistinguishable from a torn write: a tail.
         let mut damaged = full.clone();
-        let last = damaged.len() - 1;
+        let last = damaged.len() - 4;
         damaged[last] ^= 1;
         let contents = parse_log(damaged, path).unwrap();
         assert_eq!(contents.record_count(), 2);
-        assert_eq!(contents.torn_tail_offset, Some(22));
+        assert_eq!(contents.torn_tail_offset, Some(32));
     }
 }
