@@ -15,6 +15,19 @@ use crate::key::{check_key, check_value, SequenceNumber, ValueKind};
 /// Bytes before the first entry.
 pub const BATCH_HEADER_BYTES: usize = 12;
 
+/// Most entries one batch may hold (bounds the sequence numbers one write reserves).
+pub const BATCH_ENTRIES_MAX: usize = 1 << 20;
+
+/// The payload of a void record of exactly `payload_bytes` bytes (>= the header) for
+/// `sequence`: a header with count 0, then zero filler.
+pub fn void_record(sequence: SequenceNumber, payload_bytes: usize) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(payload_bytes.max(BATCH_HEADER_BYTES));
+    put_u64(&mut payload, sequence);
+    put_u32(&mut payload, 0);
+    payload.resize(payload_bytes.max(BATCH_HEADER_BYTES), 0);
+    payload
+}
+
 /// An ordered group of writes applied atomically.
 #[derive(Debug, Clone)]
 pub struct WriteBatch {
@@ -77,6 +90,12 @@ impl WriteBatch {
 
     /// Checks every key and value against the limits.
     pub fn validate(&self) -> Result<()> {
+        if self.len() > BATCH_ENTRIES_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "batch of {} entries exceeds the limit of {BATCH_ENTRIES_MAX}",
+                self.len()
+            )));
+        }
         for entry in BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count) {
             let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
             check_key(key)?;
@@ -116,12 +135,18 @@ impl<'a> DecodedBatch<'a> {
         let mut reader = Reader::new(payload);
         let first_sequence = reader.u64().ok_or("batch header truncated")?;
         let count = reader.u32().ok_or("batch header truncated")?;
-        if count == 0 {
-            return Err("empty batch".into());
-        }
         let entries = payload
             .get(BATCH_HEADER_BYTES..)
             .ok_or("batch header truncated")?;
+        if count == 0 {
+            // A void record: a read-modify-write that lost its race consumed one sequence
+            // number and logged nothing (its payload is filler of the reserved size).
+            return Ok(DecodedBatch {
+                first_sequence,
+                count,
+                entries: &[],
+            });
+        }
         let decoded = DecodedBatch {
             first_sequence,
             count,
@@ -139,9 +164,14 @@ impl<'a> DecodedBatch<'a> {
         Ok(decoded)
     }
 
-    /// Sequence number of the last entry.
+    /// Sequence number of the last entry (a void record consumes one sequence).
     pub fn last_sequence(&self) -> SequenceNumber {
-        self.first_sequence + u64::from(self.count) - 1
+        self.first_sequence + u64::from(self.count.max(1)) - 1
+    }
+
+    /// True for a void record (see `decode`).
+    pub fn is_void(&self) -> bool {
+        self.count == 0
     }
 
     /// Iterates the entries as `(kind, key, value)`.
@@ -225,5 +255,10 @@ mod tests {
         for cut in 0..encoded.len() {
             assert!(DecodedBatch::decode(&encoded[..cut]).is_err(), "cut {cut}");
         }
+        let void = void_record(9, 40);
+        let decoded = DecodedBatch::decode(&void).unwrap();
+        assert!(decoded.is_void());
+        assert_eq!(decoded.last_sequence(), 9);
+        assert_eq!(decoded.iter().count(), 0);
     }
 }

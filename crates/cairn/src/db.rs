@@ -3,27 +3,34 @@
 //!
 //! Steps are numbered in `ARCHITECTURE.md`; this doc states the contract.
 //!
-//! Thread-safety contract: `Db` is `Send + Sync`; every method may be called from any thread.
-//! - Reads (`get`, iterators, snapshots) take no lock: they load the visible sequence number
-//!   (an atomic) and the current [`SuperVersion`] (an `ArcSwap`, RCU-style), then read
-//!   immutable or concurrently-readable structures.
-//! - Writes serialise on `writer` (sequence assignment + WAL append + memtable insert). The
-//!   memtable itself accepts concurrent inserts; the writer lock exists to keep the WAL order
-//!   equal to the sequence order and to publish the visible sequence without holes. (cLSM's
-//!   lock-free write path replaces it in a later step.)
-//! - Background threads never hold `writer`. They hold `versions` across MANIFEST I/O; clients
-//!   never take `versions`. `super_version_update` is held only for pointer swaps.
+//! Thread-safety contract: `Db` is `Send + Sync`; every method may be called from any thread,
+//! and no client operation takes a lock on its fast path (cLSM §3):
+//! - Reads (`get`, iterators, snapshots) load the visible sequence (two atomics) and the
+//!   current [`SuperVersion`] (an `ArcSwap`, RCU-style), then read immutable or
+//!   concurrently-readable structures.
+//! - Writes reserve their sequence numbers and WAL space together in the active memtable's
+//!   log (`wal_writer`, one compare-and-swap), copy their record and insert into the skiplist
+//!   in parallel, share group-commit writes and syncs, and publish through the watermark
+//!   (`sequence`). A writer waits only for other writers' progress: lower sequences to
+//!   finish, the group-commit leader's I/O, or a memtable switch in progress.
+//! - Read-modify-write is optimistic (cLSM Algorithm 3): read, compute, reserve, then validate
+//!   that no version was written in between; on a conflict the reservation is logged as a
+//!   void record and the operation retries.
+//! - Background threads hold `versions` across MANIFEST I/O; clients never take it.
+//!   `super_version_update` is held only for pointer swaps.
 //!
-//! Lock order: `compaction_lock` → `versions` → `super_version_update`; `writer` →
-//! `super_version_update`; `background` is a leaf (condition-variable state only).
+//! Lock order: `compaction_lock` → `versions` → `super_version_update`; `background` is a
+//! leaf (condition-variable state only, used when a writer must stall).
 //!
 //! Invariants:
-//! 1. Every write with sequence <= `visible_sequence` is fully in some memtable of the current
-//!    super version or in a table of its version.
-//! 2. A super version's immutable memtables are ordered newest first, hold disjoint sequence
-//!    ranges, and each has a WAL numbered higher than every older one.
+//! 1. Every write with sequence <= `visible()` is fully in some memtable of the current
+//!    super version or in a table of its version, and its WAL record is written.
+//! 2. A super version's sealed memtables are ordered newest first and hold disjoint,
+//!    increasing sequence ranges: all sequences of a newer memtable exceed all of an older
+//!    one (the log seal hands the next log the next sequence).
 //! 3. A memtable leaves the super version only in the same swap that installs a version
-//!    holding its flushed table (after the MANIFEST edit is durable).
+//!    holding its flushed table (after the MANIFEST edit is durable), and is flushed only
+//!    once no writer is inside it and its last sequence is visible.
 //! 4. A WAL is deleted only when its number is below the MANIFEST's durable `log_number`.
 
 use crate::batch::{DecodedBatch, WriteBatch};
@@ -36,18 +43,21 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::sequence::Watermark;
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sstable::{BlockCache, TableOptions};
+use crate::sstable::{BloomFilter, BloomFilterBuilder};
 use crate::stats::{Counters, LevelStats, Stats};
 use crate::table_cache::{LevelIterator, TableCache};
 use crate::version::{Version, VersionEdit, VersionSet};
-use crate::wal::{read_log, LogWriter};
+use crate::wal::read_log;
+use crate::wal_writer::{Log, Reserve, SEGMENT_BYTES_DEFAULT};
 use arc_swap::ArcSwap;
 use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -55,27 +65,64 @@ use std::time::{Duration, Instant};
 /// missed wake-up; wake-ups are normally immediate through the condition variable).
 const WAIT_SLICE: Duration = Duration::from_millis(10);
 
-/// A sealed memtable waiting for flush.
-#[derive(Debug)]
-pub struct ImmutableMemtable {
+/// A memtable with the WAL that logs it and the bookkeeping of the writers inside it.
+pub struct MemComponent {
     memtable: Arc<Memtable>,
-    wal_number: u64,
+    log: Arc<Log>,
+    /// Writers that reserved (or are reserving) in this component and have not inserted yet.
+    inflight: AtomicUsize,
+    /// Set by the one writer that seals this component when it is full.
+    switch_claimed: AtomicBool,
+    /// The last sequence this component can hold, set when it is sealed.
+    last_sequence: OnceLock<SequenceNumber>,
+    /// Bloom filter over its user keys, built once it is sealed and quiet (sLSM's runs).
+    filter: OnceLock<BloomFilter>,
+}
+
+impl std::fmt::Debug for MemComponent {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("MemComponent")
+            .field("wal", &self.log.number())
+            .field("entries", &self.memtable.len())
+            .finish()
+    }
+}
+
+impl MemComponent {
+    fn new(memtable: Memtable, log: Log) -> Self {
+        MemComponent {
+            memtable: Arc::new(memtable),
+            log: Arc::new(log),
+            inflight: AtomicUsize::new(0),
+            switch_claimed: AtomicBool::new(false),
+            last_sequence: OnceLock::new(),
+            filter: OnceLock::new(),
+        }
+    }
+
+    fn wal_number(&self) -> u64 {
+        self.log.number()
+    }
+
+    /// Lookup in a component: the filter (if built) first.
+    fn get(&self, key: &[u8], sequence: SequenceNumber) -> Option<(ValueKind, &[u8])> {
+        if let Some(filter) = self.filter.get() {
+            if !filter.may_contain(key) {
+                return None;
+            }
+        }
+        self.memtable.get(key, sequence)
+    }
 }
 
 /// Everything a read needs, switched atomically (RCU): the active memtable, the sealed ones
 /// and the version of on-disk tables.
 #[derive(Debug)]
 pub struct SuperVersion {
-    memtable: Arc<Memtable>,
-    immutables: Vec<Arc<ImmutableMemtable>>,
+    memtable: Arc<MemComponent>,
+    immutables: Vec<Arc<MemComponent>>,
     version: Arc<Version>,
-}
-
-#[derive(Debug)]
-struct WriterState {
-    wal: Option<LogWriter>,
-    wal_number: u64,
-    last_sequence: SequenceNumber,
 }
 
 #[derive(Debug, Default)]
@@ -100,10 +147,12 @@ struct DbInner {
     table_options: TableOptions,
     shape: ShapeOptions,
     _lock: Box<dyn FileLock>,
-    writer: Mutex<WriterState>,
     super_version: ArcSwap<SuperVersion>,
     super_version_update: Mutex<()>,
-    visible_sequence: AtomicU64,
+    /// Every sequence <= this is inserted (the cLSM "published" timestamp).
+    inserted: Watermark,
+    /// Every sequence <= this is written to the OS (raised by WAL leaders).
+    written: Arc<AtomicU64>,
     versions: Mutex<VersionSet>,
     file_numbers: Arc<AtomicU64>,
     background: Mutex<BackgroundState>,
@@ -174,10 +223,11 @@ impl Db {
             &table_options,
         )?;
         let wal_number = versions.new_file_number();
-        let wal = if options.wal_enabled {
-            let wal_path = filename::wal_path(&directory, wal_number);
+        let wal_path = filename::wal_path(&directory, wal_number);
+        let wal_file = if options.wal_enabled {
             let file = file_system.create(&wal_path)?;
-            Some(LogWriter::new(file, wal_path))
+            file_system.sync_dir(&directory)?;
+            Some(file)
         } else {
             None
         };
@@ -189,9 +239,19 @@ impl Db {
             ..VersionEdit::default()
         })?;
         versions.write_snapshot()?;
+        let written = Arc::new(AtomicU64::new(last_sequence));
+        let log = Log::new(
+            wal_number,
+            wal_path,
+            wal_file,
+            last_sequence + 1,
+            SEGMENT_BYTES_DEFAULT,
+            None,
+            Arc::clone(&written),
+        );
         let file_numbers = versions.file_number_counter();
         let super_version = SuperVersion {
-            memtable: Arc::new(new_memtable(&options)),
+            memtable: Arc::new(MemComponent::new(new_memtable(&options), log)),
             immutables: Vec::new(),
             version: versions.current(),
         };
@@ -202,14 +262,10 @@ impl Db {
             file_system,
             table_cache,
             _lock: lock,
-            writer: Mutex::new(WriterState {
-                wal,
-                wal_number,
-                last_sequence,
-            }),
             super_version: ArcSwap::from_pointee(super_version),
             super_version_update: Mutex::new(()),
-            visible_sequence: AtomicU64::new(last_sequence),
+            inserted: Watermark::new(last_sequence),
+            written,
             versions: Mutex::new(versions),
             file_numbers,
             background: Mutex::new(BackgroundState {
@@ -277,12 +333,22 @@ impl Db {
 
     /// Applies `batch` atomically: a reader at any snapshot sees all of it or none.
     pub fn write(&self, options: &WriteOptions, batch: WriteBatch) -> Result<()> {
+        self.inner.write(options, batch).map(|_| ())
+    }
+
+    /// Like [`Db::write`], returning the sequence number of the batch's last entry (tests and
+    /// tools use it to reconstruct histories).
+    pub fn write_with_sequence(
+        &self,
+        options: &WriteOptions,
+        batch: WriteBatch,
+    ) -> Result<SequenceNumber> {
         self.inner.write(options, batch)
     }
 
     /// The value of `key` in the latest state.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let sequence = self.inner.visible_sequence.load(Ordering::Acquire);
+        let sequence = self.inner.visible();
         self.inner.get(key, sequence)
     }
 
@@ -293,7 +359,7 @@ impl Db {
 
     /// A consistent view of the current state, kept until dropped.
     pub fn snapshot(&self) -> Snapshot {
-        let sequence = self.inner.visible_sequence.load(Ordering::Acquire);
+        let sequence = self.inner.visible();
         self.inner.snapshots.acquire(sequence)
     }
 
@@ -461,17 +527,6 @@ fn recover_wals(
     for (index, &number) in wal_numbers.iter().enumerate() {
         let path = filename::wal_path(directory, number);
         let contents = read_log(file_system, &path)?;
-        if let Some(offset) = contents.torn_tail_offset {
-            // Older WALs are synced before a newer one is started, so only the newest WAL can
-            // have a torn tail after a crash.
-            if index + 1 != wal_numbers.len() {
-                return Err(Error::corruption(
-                    &path,
-                    offset,
-                    "damaged record at the end of a WAL that is not the newest",
-                ));
-            }
-        }
         for (offset, payload) in contents.records() {
             let batch = DecodedBatch::decode(payload)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
@@ -487,15 +542,26 @@ fn recover_wals(
                     ));
                 }
             }
-            let mut sequence = batch.first_sequence;
-            for entry in batch.iter() {
+            for (sequence, entry) in (batch.first_sequence..).zip(batch.iter()) {
                 let (kind, key, value) =
                     entry.map_err(|reason| Error::corruption(&path, offset, reason))?;
                 memtable.insert(key, sequence, kind, value);
-                sequence += 1;
             }
-            expected_next = Some(sequence);
+            expected_next = Some(batch.last_sequence() + 1);
             last_sequence = last_sequence.max(batch.last_sequence());
+        }
+        if contents.torn_tail_offset.is_some() {
+            // A torn tail ends the recoverable prefix. A newer WAL can hold records past it
+            // only if they were never synced (a sync first syncs every older WAL), so they
+            // are dropped to keep the recovered state a prefix with no hole.
+            let skipped = wal_numbers.len() - index - 1;
+            if skipped > 0 {
+                eprintln!(
+                    "cairn: {} has a torn tail; ignoring {skipped} newer WAL(s) of unsynced writes",
+                    path.display()
+                );
+            }
+            break;
         }
     }
     if !memtable.is_empty() {
@@ -552,70 +618,114 @@ impl DbInner {
         self.background_changed.notify_all();
     }
 
-    fn write(&self, options: &WriteOptions, mut batch: WriteBatch) -> Result<()> {
+    /// The sequence readers use: every write at or below it is inserted and logged.
+    #[inline]
+    fn visible(&self) -> SequenceNumber {
+        let inserted = self.inserted.get();
+        if self.options.wal_enabled {
+            inserted.min(self.written.load(Ordering::Acquire))
+        } else {
+            inserted
+        }
+    }
+
+    /// Waits until `visible()` reaches `sequence` (a short wait for lower in-flight writes).
+    fn wait_visible(&self, sequence: SequenceNumber) -> Result<()> {
+        self.inserted.wait_for(sequence);
+        let mut round = 0u32;
+        while self.visible() < sequence {
+            self.check_writable()?;
+            crate::sync::spin_wait(&mut round);
+        }
+        Ok(())
+    }
+
+    /// Applies a batch; returns the sequence of its last entry once it is visible and as
+    /// durable as `options` asks.
+    fn write(&self, options: &WriteOptions, mut batch: WriteBatch) -> Result<SequenceNumber> {
         self.check_writable()?;
         batch.validate()?;
         if batch.is_empty() {
-            return Ok(());
+            return Ok(self.visible());
         }
-        let mut writer = lock(&self.writer);
-        self.make_room(&mut writer)?;
-        let first_sequence = writer.last_sequence + 1;
         let count = batch.len() as u64;
-        if first_sequence + count > crate::key::SEQUENCE_MAX {
-            return Err(Error::InvalidArgument("sequence numbers exhausted".into()));
-        }
-        let record = batch.encode(first_sequence);
-        if let Some(wal) = writer.wal.as_mut() {
-            // Any failure here may leave a partial record in the WAL; later records would then
-            // sit behind damage, so no further write may be acknowledged (sticky error).
-            let logged = wal
-                .add_record(record)
-                .and_then(|()| wal.flush())
-                .and_then(|()| if options.sync { wal.sync() } else { Ok(()) });
-            if let Err(error) = logged {
-                self.set_sticky_error(&error);
-                return Err(error);
-            }
-            Counters::add(
-                &self.counters.wal_bytes,
-                (record.len() + crate::wal::RECORD_HEADER_BYTES) as u64,
-            );
-            if options.sync {
-                Counters::add(&self.counters.wal_syncs, 1);
-            }
-        }
-        let memtable = Arc::clone(&self.super_version.load().memtable);
-        let mut sequence = first_sequence;
+        let (component, segment, first, offset) = self.reserve(count, batch.size_bytes())?;
+        let record_length = {
+            let record = batch.encode(first);
+            segment.publish(offset, record);
+            record.len()
+        };
+        let mut sequence = first;
         let (mut puts, mut deletes) = (0, 0);
         for entry in batch.iter() {
-            let (kind, key, value) = entry.map_err(Error::InvalidArgument)?;
-            memtable.insert(key, sequence, kind, value);
+            let (kind, key, value) = entry.map_err(Error::Internal)?;
+            component.memtable.insert(key, sequence, kind, value);
             match kind {
                 ValueKind::Put => puts += 1,
                 ValueKind::Delete => deletes += 1,
             }
             sequence += 1;
         }
-        writer.last_sequence = sequence - 1;
-        // Publishing after the inserts makes the whole batch visible at once (atomicity).
-        self.visible_sequence
-            .store(writer.last_sequence, Ordering::Release);
-        drop(writer);
+        let last = sequence - 1;
+        self.finish_write(&component, options, first, last, record_length)?;
         Counters::add(&self.counters.puts, puts);
         Counters::add(&self.counters.deletes, deletes);
         Counters::add(&self.counters.batches, 1);
-        Ok(())
+        Ok(last)
     }
 
-    /// Makes sure the active memtable has room, sealing it or waiting as needed.
-    fn make_room(&self, writer: &mut MutexGuard<'_, WriterState>) -> Result<()> {
+    /// The common tail of every write: leave the component, publish `[first, last]`, wait for
+    /// the WAL and for visibility.
+    fn finish_write(
+        &self,
+        component: &MemComponent,
+        options: &WriteOptions,
+        first: SequenceNumber,
+        last: SequenceNumber,
+        record_bytes: usize,
+    ) -> Result<()> {
+        component.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.inserted.finish(first, last);
+        if self.options.wal_enabled {
+            if let Err(error) = component.log.wait_durable(last, options.sync) {
+                // A failed write or sync may leave the WAL with a partial record: no later
+                // write may be acknowledged (sticky error).
+                self.set_sticky_error(&error);
+                return Err(error);
+            }
+            Counters::add(
+                &self.counters.wal_bytes,
+                crate::wal::record_bytes(record_bytes) as u64,
+            );
+            if options.sync {
+                Counters::add(&self.counters.wal_syncs, 1);
+            }
+        }
+        self.wait_visible(last)
+    }
+
+    /// Reserves `count` sequences and log space for a payload of `payload_bytes` in the active
+    /// memtable, making room first if it is full. The caller is then *inside* the returned
+    /// component (its `inflight` count) until `finish_write`.
+    fn reserve(
+        &self,
+        count: u64,
+        payload_bytes: usize,
+    ) -> Result<(
+        Arc<MemComponent>,
+        Arc<crate::wal_writer::Segment>,
+        SequenceNumber,
+        usize,
+    )> {
         let mut delayed = false;
         loop {
             self.check_writable()?;
             let super_version = self.super_version.load();
-            let level0_files = super_version.version.files(0).len();
-            if !delayed && level0_files >= self.options.level0_slowdown_trigger {
+            let component = Arc::clone(&super_version.memtable);
+            if !delayed
+                && super_version.version.files(0).len() >= self.options.level0_slowdown_trigger
+            {
+                drop(super_version);
                 // Slow down before stopping: one short delay per write hands the CPU to
                 // compaction and spreads the cost instead of stopping writers outright.
                 let started = Instant::now();
@@ -628,66 +738,127 @@ impl DbInner {
                 delayed = true;
                 continue;
             }
-            if super_version.memtable.approximate_memory_bytes()
-                < self.options.write_buffer_size_bytes
+            drop(super_version);
+            if component.memtable.approximate_memory_bytes() >= self.options.write_buffer_size_bytes
             {
-                return Ok(());
-            }
-            let stop = super_version.immutables.len() >= self.options.max_immutable_memtables
-                || level0_files >= self.options.level0_stop_trigger;
-            if stop {
-                drop(super_version);
-                let started = Instant::now();
-                self.request_compaction();
-                let background = lock(&self.background);
-                let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);
-                Counters::add(&self.counters.stop_writes, 1);
-                Counters::add(
-                    &self.counters.stop_micros,
-                    started.elapsed().as_micros() as u64,
-                );
+                self.make_room(&component)?;
                 continue;
             }
-            drop(super_version);
-            return self.switch_memtable(writer);
+            component.inflight.fetch_add(1, Ordering::AcqRel);
+            let bytes = component.log.reservation_bytes(payload_bytes);
+            match component.log.reserve(count, bytes) {
+                Reserve::Reserved {
+                    segment,
+                    sequence,
+                    offset,
+                } => return Ok((component, segment, sequence, offset)),
+                Reserve::Sealed => {
+                    component.inflight.fetch_sub(1, Ordering::AcqRel);
+                    self.wait_for_switch(&component)?;
+                }
+            }
         }
     }
 
-    /// Seals the active memtable and starts a new one with a new WAL.
-    fn switch_memtable(&self, writer: &mut MutexGuard<'_, WriterState>) -> Result<()> {
+    /// Waits until `component` is no longer the active memtable (another writer is sealing
+    /// it), counting the time as a stall.
+    fn wait_for_switch(&self, component: &Arc<MemComponent>) -> Result<()> {
+        let started = Instant::now();
+        let mut round = 0u32;
+        while Arc::ptr_eq(&self.super_version.load().memtable, component) {
+            self.check_writable()?;
+            if round > 1000 {
+                std::thread::sleep(Duration::from_micros(50));
+            } else {
+                crate::sync::spin_wait(&mut round);
+            }
+            round = round.saturating_add(1);
+        }
+        let waited = started.elapsed().as_micros() as u64;
+        if waited > 100 {
+            Counters::add(&self.counters.stop_writes, 1);
+            Counters::add(&self.counters.stop_micros, waited);
+        }
+        Ok(())
+    }
+
+    /// The active memtable is full: one writer seals it (after waiting for room among the
+    /// sealed memtables and level 0); the others wait for the new one.
+    fn make_room(&self, component: &Arc<MemComponent>) -> Result<()> {
+        if component
+            .switch_claimed
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return self.wait_for_switch(component);
+        }
+        let started = Instant::now();
+        let mut stalled = false;
+        loop {
+            self.check_writable()?;
+            let super_version = self.super_version.load();
+            let full = super_version.immutables.len() >= self.options.max_immutable_memtables
+                || super_version.version.files(0).len() >= self.options.level0_stop_trigger;
+            drop(super_version);
+            if !full {
+                break;
+            }
+            stalled = true;
+            self.request_compaction();
+            let background = lock(&self.background);
+            let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);
+        }
+        if stalled {
+            Counters::add(&self.counters.stop_writes, 1);
+            Counters::add(
+                &self.counters.stop_micros,
+                started.elapsed().as_micros() as u64,
+            );
+        }
+        self.switch_memtable(component)
+    }
+
+    /// Seals `component` and installs a new memtable with a new WAL. Only the writer that
+    /// claimed the switch (or `flush`, likewise claiming it) calls this.
+    fn switch_memtable(&self, component: &Arc<MemComponent>) -> Result<()> {
+        let next_sequence = component.log.seal();
+        let _ = component.last_sequence.set(next_sequence - 1);
         let wal_number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
-        if self.options.wal_enabled {
-            let switched = (|| -> Result<LogWriter> {
-                // The old WAL must be durable before a newer one can hold synced writes, or a
-                // power loss could keep later writes and lose earlier ones (a hole).
-                if let Some(old) = writer.wal.as_mut() {
-                    old.sync()?;
-                }
-                let path = filename::wal_path(&self.directory, wal_number);
-                let file = self.file_system.create(&path)?;
+        let wal_path = filename::wal_path(&self.directory, wal_number);
+        let file = if self.options.wal_enabled {
+            let created = self.file_system.create(&wal_path).and_then(|file| {
                 self.file_system.sync_dir(&self.directory)?;
-                Ok(LogWriter::new(file, path))
-            })();
-            match switched {
-                Ok(wal) => writer.wal = Some(wal),
+                Ok(file)
+            });
+            match created {
+                Ok(file) => Some(file),
                 Err(error) => {
                     self.set_sticky_error(&error);
                     return Err(error);
                 }
             }
-        }
-        let old_wal_number = std::mem::replace(&mut writer.wal_number, wal_number);
+        } else {
+            None
+        };
+        let log = Log::new(
+            wal_number,
+            wal_path,
+            file,
+            next_sequence,
+            SEGMENT_BYTES_DEFAULT,
+            Some(Arc::clone(&component.log)),
+            Arc::clone(&self.written),
+        );
+        let fresh = Arc::new(MemComponent::new(self.new_memtable(), log));
         {
             let _update = lock(&self.super_version_update);
             let current = self.super_version.load_full();
+            debug_assert!(Arc::ptr_eq(&current.memtable, component));
             let mut immutables = Vec::with_capacity(current.immutables.len() + 1);
-            immutables.push(Arc::new(ImmutableMemtable {
-                memtable: Arc::clone(&current.memtable),
-                wal_number: old_wal_number,
-            }));
+            immutables.push(Arc::clone(&current.memtable));
             immutables.extend(current.immutables.iter().cloned());
             self.super_version.store(Arc::new(SuperVersion {
-                memtable: Arc::new(self.new_memtable()),
+                memtable: fresh,
                 immutables,
                 version: Arc::clone(&current.version),
             }));
@@ -704,11 +875,11 @@ impl DbInner {
             ValueKind::Put => Some(value.to_vec()),
             ValueKind::Delete => None,
         };
-        if let Some((kind, value)) = super_version.memtable.get(key, sequence) {
+        if let Some((kind, value)) = super_version.memtable.memtable.get(key, sequence) {
             return Ok(found(kind, value));
         }
         for immutable in &super_version.immutables {
-            if let Some((kind, value)) = immutable.memtable.get(key, sequence) {
+            if let Some((kind, value)) = immutable.get(key, sequence) {
                 return Ok(found(kind, value));
             }
         }
@@ -749,11 +920,11 @@ impl DbInner {
         }
         let sequence = match snapshot {
             Some(snapshot) => snapshot.sequence(),
-            None => self.visible_sequence.load(Ordering::Acquire),
+            None => self.visible(),
         };
         let super_version = self.super_version.load_full();
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        children.push(Box::new(super_version.memtable.iter()));
+        children.push(Box::new(super_version.memtable.memtable.iter()));
         for immutable in &super_version.immutables {
             children.push(Box::new(immutable.memtable.iter()));
         }
@@ -782,18 +953,24 @@ impl DbInner {
     }
 
     fn flush(&self) -> Result<()> {
-        {
-            let mut writer = lock(&self.writer);
-            self.check_writable()?;
-            if !self.super_version.load().memtable.is_empty() {
-                self.switch_memtable(&mut writer)?;
-            }
+        self.check_writable()?;
+        let component = Arc::clone(&self.super_version.load().memtable);
+        if !component.memtable.is_empty() {
+            // Claim the switch like a writer that found the memtable full; if a writer already
+            // claimed it, its switch does the job.
+            self.make_room(&component)?;
         }
         loop {
             self.check_writable()?;
-            if self.super_version.load().immutables.is_empty() {
+            let super_version = self.super_version.load();
+            let pending = super_version
+                .immutables
+                .iter()
+                .any(|immutable| immutable.log.first_sequence() <= component.log.first_sequence());
+            if !pending {
                 return Ok(());
             }
+            drop(super_version);
             let background = lock(&self.background);
             if background.shutting_down {
                 return Err(Error::Closed);
@@ -819,6 +996,7 @@ impl DbInner {
                     continue;
                 }
             }
+            self.build_filters();
             if let Err(error) = self.flush_oldest() {
                 self.set_sticky_error(&error);
                 return;
@@ -827,11 +1005,56 @@ impl DbInner {
         }
     }
 
+    /// Gives every quiet sealed memtable a Bloom filter, so gets skip the ones that cannot
+    /// hold their key (sLSM §2.1). Cheap next to a flush, and done while the flush waits.
+    fn build_filters(&self) {
+        if self.options.bloom_bits_per_key == 0 {
+            return;
+        }
+        let super_version = self.super_version.load_full();
+        for immutable in &super_version.immutables {
+            if immutable.filter.get().is_some() || immutable.inflight.load(Ordering::Acquire) > 0 {
+                continue;
+            }
+            let mut builder = BloomFilterBuilder::new(self.options.bloom_bits_per_key);
+            let mut iterator = immutable.memtable.iter();
+            iterator.seek_to_first();
+            let mut previous: Option<Vec<u8>> = None;
+            while iterator.valid() {
+                let user = crate::key::user_key(iterator.key());
+                if previous.as_deref() != Some(user) {
+                    builder.add_key(user);
+                    previous = Some(user.to_vec());
+                }
+                iterator.next();
+            }
+            if let Ok(filter) = BloomFilter::decode(builder.finish()) {
+                let _ = immutable.filter.set(filter);
+            }
+        }
+    }
+
+    /// Waits until no writer is inside `component` and its last sequence is visible
+    /// (invariant 3), so its contents are final and readers at the visible sequence never
+    /// need a version the flush would drop.
+    fn wait_quiet(&self, component: &MemComponent) -> Result<()> {
+        let mut round = 0u32;
+        while component.inflight.load(Ordering::Acquire) > 0 {
+            self.check_writable()?;
+            crate::sync::spin_wait(&mut round);
+        }
+        if let Some(&last) = component.last_sequence.get() {
+            self.wait_visible(last)?;
+        }
+        Ok(())
+    }
+
     /// Writes the oldest sealed memtable to a level-0 table and drops it from memory.
     fn flush_oldest(&self) -> Result<()> {
         let Some(immutable) = self.super_version.load().immutables.last().cloned() else {
             return Ok(());
         };
+        self.wait_quiet(&immutable)?;
         let snapshots = self.snapshots.sequences();
         let mut filter = VersionFilter::new(&snapshots, None);
         let mut iterator = immutable.memtable.iter();
@@ -840,8 +1063,8 @@ impl DbInner {
         let edit = VersionEdit {
             // WALs are numbered in switch order, so every memtable still unflushed has a WAL
             // numbered above this one's.
-            log_number: Some(immutable.wal_number + 1),
-            last_sequence: Some(self.visible_sequence.load(Ordering::Acquire)),
+            log_number: Some(immutable.wal_number() + 1),
+            last_sequence: Some(self.visible()),
             added_files: outputs.into_iter().map(|file| (0, file)).collect(),
             ..VersionEdit::default()
         };
@@ -889,7 +1112,7 @@ impl DbInner {
     fn apply_and_install(
         &self,
         edit: VersionEdit,
-        flushed: Option<&Arc<ImmutableMemtable>>,
+        flushed: Option<&Arc<MemComponent>>,
     ) -> Result<()> {
         let added: Vec<u64> = edit
             .added_files
@@ -1083,9 +1306,9 @@ impl DbInner {
                 None => (0, 0, 0),
             };
         Stats {
-            last_sequence: self.visible_sequence.load(Ordering::Acquire),
-            memtable_bytes: super_version.memtable.approximate_memory_bytes() as u64,
-            memtable_entries: super_version.memtable.len() as u64,
+            last_sequence: self.visible(),
+            memtable_bytes: super_version.memtable.memtable.approximate_memory_bytes() as u64,
+            memtable_entries: super_version.memtable.memtable.len() as u64,
             immutable_memtables: super_version.immutables.len(),
             levels,
             snapshots: self.snapshots.count(),

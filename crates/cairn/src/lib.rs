@@ -25,11 +25,14 @@ pub mod compaction;
 pub mod db;
 pub mod db_iter;
 pub mod filename;
+pub mod sequence;
 pub mod snapshot;
 pub mod stats;
+pub mod sync;
 pub mod table_cache;
 pub mod version;
 pub mod wal;
+pub mod wal_writer;
 
 pub use batch::WriteBatch;
 pub use db::Db;

@@ -1,0 +1,533 @@
+//! The concurrent write-ahead log: writers reserve their sequence numbers and their log space
+//! in one atomic step, copy their records in parallel, and share writes and syncs (group
+//! commit). cLSM §4: no writer waits for a lock to log.
+//!
+//! A [`Log`] is one WAL file (one per memtable) made of [`Segment`]s: zeroed in-memory buffers
+//! that map to consecutive byte ranges of the file and consecutive sequence ranges. A
+//! segment's reservation word packs `sealed | sequence offset | byte offset`; a writer
+//! reserves `(count sequences, record bytes)` with one compare-and-swap, so log order equals
+//! sequence order by construction. A writer that finds the segment too small seals it and
+//! installs the successor (same file, next sequences); a memtable switch seals the last
+//! segment of a log for good, and the next log continues the sequence.
+//!
+//! A record is published by one release store of its 8-byte header (`wal::record_header`,
+//! hence 8-byte aligned records). One writer at a time — the *leader*, elected with a
+//! `try_lock`, never a blocking lock — writes the longest prefix of published records to the
+//! file and, when some waiter asked for it, syncs; every other writer waits for the written
+//! (or synced) sequence to reach its own.
+//!
+//! Thread-safety contract: every method takes `&self` and may be called from any thread.
+//! Waiting happens only for other writers' progress (their memcpy, or the leader's I/O).
+//!
+//! Invariants:
+//! 1. Reservations in one segment are disjoint and ordered: byte order = sequence order.
+//! 2. A segment's sequences continue its predecessor's exactly; a log's first segment
+//!    continues the previous log's last (no sequence is skipped, so recovery sees no gap).
+//! 3. The leader writes only a contiguous prefix of published records, in order, so the file
+//!    never has a hole; `written_sequence` is the last sequence in that prefix.
+//! 4. A log writes nothing before its predecessor is fully written and synced, so across
+//!    files too the durable state is a prefix of the sequence order.
+
+use crate::error::{Error, Result};
+use crate::fs::WritableFile;
+use crate::sync::{spin_wait, AtomicU64, Ordering};
+use crate::wal::{record_bytes, record_header, RECORD_HEADER_BYTES};
+use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+const SEALED: u64 = 1 << 63;
+const SEQUENCE_SHIFT: u32 = 40;
+const BYTES_MASK: u64 = (1 << SEQUENCE_SHIFT) - 1;
+/// Sequences one segment may hand out (the field has 23 bits; staying at half of it keeps
+/// an in-progress reservation from carrying into the sealed bit).
+pub const SEGMENT_SEQUENCES_MAX: u64 = 1 << 21;
+/// Default segment buffer size.
+pub const SEGMENT_BYTES_DEFAULT: usize = 1 << 20;
+
+/// What a reservation attempt got.
+#[derive(Debug)]
+pub enum Reserve {
+    /// Sequences `[sequence, sequence + count)` and bytes `[offset, offset + bytes)`.
+    Reserved {
+        /// The segment holding the reservation.
+        segment: Arc<Segment>,
+        /// First reserved sequence.
+        sequence: u64,
+        /// Byte offset inside the segment buffer.
+        offset: usize,
+    },
+    /// The segment is sealed; retry after the log or the memtable moves on.
+    Sealed,
+}
+
+/// One buffer of a log. See the module documentation.
+pub struct Segment {
+    base_sequence: u64,
+    capacity_bytes: usize,
+    buffer: *mut u8,
+    reservation: AtomicU64,
+    /// `(end byte offset, end sequence)` once sealed: nothing at or past them is reserved.
+    sealed_end: OnceLock<(usize, u64)>,
+    next: OnceLock<Arc<Segment>>,
+}
+
+// SAFETY: the buffer is written only in disjoint reserved regions (invariant 1) and read by
+// the leader only after the region's header was published with a release store.
+unsafe impl Send for Segment {}
+// SAFETY: as above.
+unsafe impl Sync for Segment {}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Segment")
+            .field("base_sequence", &self.base_sequence)
+            .field("capacity_bytes", &self.capacity_bytes)
+            .finish()
+    }
+}
+
+impl Segment {
+    /// A segment starting at `base_sequence` with room for `capacity_bytes` (0 for a log
+    /// without a file: sequences only).
+    pub fn new(base_sequence: u64, capacity_bytes: usize) -> Self {
+        let capacity_bytes = capacity_bytes.next_multiple_of(8);
+        let buffer = if capacity_bytes == 0 {
+            std::ptr::null_mut()
+        } else {
+            let layout = match Layout::from_size_align(capacity_bytes, 8) {
+                Ok(layout) => layout,
+                Err(_) => handle_alloc_error(Layout::new::<u64>()),
+            };
+            // SAFETY: non-zero size. Zeroed memory is required: a zero header means "not
+            // published yet".
+            let buffer = unsafe { alloc_zeroed(layout) };
+            if buffer.is_null() {
+                handle_alloc_error(layout);
+            }
+            buffer
+        };
+        Segment {
+            base_sequence,
+            capacity_bytes,
+            buffer,
+            reservation: AtomicU64::new(0),
+            sealed_end: OnceLock::new(),
+            next: OnceLock::new(),
+        }
+    }
+
+    /// Tries to reserve `count` sequences and `bytes` bytes. On `Err(())` the segment is full
+    /// and sealed *by this call*: the caller must install the successor.
+    fn try_reserve(
+        &self,
+        count: u64,
+        bytes: usize,
+    ) -> std::result::Result<Option<(u64, usize)>, ()> {
+        let mut current = self.reservation.load(Ordering::Acquire);
+        loop {
+            if current & SEALED != 0 {
+                return Ok(None);
+            }
+            let sequence_offset = current >> SEQUENCE_SHIFT;
+            let byte_offset = (current & BYTES_MASK) as usize;
+            let fits = byte_offset + bytes <= self.capacity_bytes
+                && sequence_offset + count <= SEGMENT_SEQUENCES_MAX;
+            let new = if fits {
+                current + (count << SEQUENCE_SHIFT) + bytes as u64
+            } else {
+                current | SEALED
+            };
+            match self.reservation.compare_exchange_weak(
+                current,
+                new,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) if fits => {
+                    return Ok(Some((self.base_sequence + sequence_offset, byte_offset)))
+                }
+                Ok(_) => {
+                    let _ = self
+                        .sealed_end
+                        .set((byte_offset, self.base_sequence + sequence_offset));
+                    return Err(());
+                }
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Seals the segment; returns the next unused sequence if this call sealed it.
+    fn seal(&self) -> Option<u64> {
+        let previous = self.reservation.fetch_or(SEALED, Ordering::AcqRel);
+        if previous & SEALED != 0 {
+            return None;
+        }
+        let byte_offset = (previous & BYTES_MASK) as usize;
+        let end_sequence = self.base_sequence + (previous >> SEQUENCE_SHIFT);
+        let _ = self.sealed_end.set((byte_offset, end_sequence));
+        Some(end_sequence)
+    }
+
+    /// Copies a record's payload into its reserved region and publishes it.
+    pub fn publish(&self, offset: usize, payload: &[u8]) {
+        if self.buffer.is_null() {
+            return; // a log without a file: sequences only
+        }
+        debug_assert!(offset + record_bytes(payload.len()) <= self.capacity_bytes);
+        debug_assert_eq!(offset % 8, 0);
+        // SAFETY: `[offset, offset + record_bytes)` was reserved by this writer alone
+        // (invariant 1) and lies inside the buffer; the header slot is 8-byte aligned because
+        // every reservation is a multiple of 8 bytes from an 8-aligned buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                payload.as_ptr(),
+                self.buffer.add(offset + RECORD_HEADER_BYTES),
+                payload.len(),
+            );
+            let header = &*(self.buffer.add(offset) as *const AtomicU64);
+            header.store(record_header(payload), Ordering::Release);
+        }
+    }
+
+    /// From `offset`, the end of the published prefix and the last sequence in it (`None` if
+    /// nothing new is published).
+    fn published_prefix(&self, mut offset: usize) -> Option<(usize, u64)> {
+        let limit = match self.sealed_end.get() {
+            Some(&(end, _)) => end,
+            None => (self.reservation.load(Ordering::Acquire) & BYTES_MASK) as usize,
+        }
+        .min(self.capacity_bytes);
+        let mut last_sequence = None;
+        while offset + RECORD_HEADER_BYTES <= limit {
+            // SAFETY: in bounds and 8-aligned (see `publish`); the acquire load pairs with
+            // the publisher's release store, so the payload bytes are visible after it.
+            let header =
+                unsafe { (*(self.buffer.add(offset) as *const AtomicU64)).load(Ordering::Acquire) };
+            if header == 0 {
+                break;
+            }
+            let length = (header >> 32) as usize;
+            // SAFETY: the payload of a published record is in bounds and immutable.
+            let payload = unsafe {
+                std::slice::from_raw_parts(self.buffer.add(offset + RECORD_HEADER_BYTES), length)
+            };
+            let first = crate::coding::get_u64(payload, 0).unwrap_or(0);
+            let count = u64::from(crate::coding::get_u32(payload, 8).unwrap_or(0));
+            last_sequence = Some(first + count.max(1) - 1);
+            offset += record_bytes(length);
+        }
+        last_sequence.map(|last| (offset, last))
+    }
+
+    fn bytes(&self, start: usize, end: usize) -> &[u8] {
+        if self.buffer.is_null() || start >= end {
+            return &[];
+        }
+        // SAFETY: callers pass a range of published records inside the buffer.
+        unsafe { std::slice::from_raw_parts(self.buffer.add(start), end - start) }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if !self.buffer.is_null() {
+            if let Ok(layout) = Layout::from_size_align(self.capacity_bytes, 8) {
+                // SAFETY: allocated in `new` with this layout; dropped once.
+                unsafe { dealloc(self.buffer, layout) };
+            }
+        }
+    }
+}
+
+struct LeaderState {
+    file: Option<Box<dyn WritableFile>>,
+    segment: Arc<Segment>,
+    offset: usize,
+    previous: Option<Arc<Log>>,
+}
+
+/// One WAL file (or, with the WAL off, just a sequence source). See the module docs.
+pub struct Log {
+    number: u64,
+    path: PathBuf,
+    segment_bytes: usize,
+    current: arc_swap::ArcSwap<Segment>,
+    leader: Mutex<LeaderState>,
+    written_sequence: AtomicU64,
+    synced_sequence: AtomicU64,
+    sync_requested: AtomicU64,
+    /// Sequences below this are not in this log (its first segment's base).
+    first_sequence: u64,
+    has_file: bool,
+    failed: OnceLock<Error>,
+    sealed_for_good: std::sync::atomic::AtomicBool,
+    /// The database-wide written watermark, raised after every write (invariant 4 makes
+    /// `fetch_max` over all logs a prefix).
+    global_written: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Log")
+            .field("number", &self.number)
+            .field("written_sequence", &self.written_sequence())
+            .finish()
+    }
+}
+
+impl Log {
+    /// A log writing to `file` (None: no WAL), whose first sequence is `first_sequence`,
+    /// which must not write before `previous` is fully written and synced (invariant 4).
+    pub fn new(
+        number: u64,
+        path: PathBuf,
+        file: Option<Box<dyn WritableFile>>,
+        first_sequence: u64,
+        segment_bytes: usize,
+        previous: Option<Arc<Log>>,
+        global_written: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        let has_file = file.is_some();
+        let segment_bytes = if has_file { segment_bytes.max(4096) } else { 0 };
+        let segment = Arc::new(Segment::new(first_sequence, segment_bytes));
+        Log {
+            number,
+            path,
+            segment_bytes,
+            current: arc_swap::ArcSwap::new(Arc::clone(&segment)),
+            leader: Mutex::new(LeaderState {
+                file,
+                segment,
+                offset: 0,
+                previous,
+            }),
+            written_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
+            synced_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
+            sync_requested: AtomicU64::new(0),
+            first_sequence,
+            has_file,
+            failed: OnceLock::new(),
+            sealed_for_good: std::sync::atomic::AtomicBool::new(false),
+            global_written,
+        }
+    }
+
+    /// The WAL file number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The last sequence written to the OS (process-crash durable).
+    pub fn written_sequence(&self) -> u64 {
+        self.written_sequence.load(Ordering::Acquire)
+    }
+
+    /// The first sequence of this log.
+    pub fn first_sequence(&self) -> u64 {
+        self.first_sequence
+    }
+
+    /// Bytes a record with `payload_bytes` of payload needs (0 without a file).
+    pub fn reservation_bytes(&self, payload_bytes: usize) -> usize {
+        if self.has_file {
+            record_bytes(payload_bytes)
+        } else {
+            0
+        }
+    }
+
+    /// Reserves `count` sequences and `bytes` bytes (from `reservation_bytes`). Rolls over to a
+    /// new segment when the current one is full; returns `Sealed` once the log is sealed.
+    pub fn reserve(&self, count: u64, bytes: usize) -> Reserve {
+        let mut round = 0;
+        loop {
+            let segment = self.current.load_full();
+            match segment.try_reserve(count, bytes) {
+                Ok(Some((sequence, offset))) => {
+                    return Reserve::Reserved {
+                        segment,
+                        sequence,
+                        offset,
+                    }
+                }
+                Err(()) => {
+                    // This call filled and sealed the segment: start its successor.
+                    let end_sequence = segment
+                        .sealed_end
+                        .get()
+                        .map(|&(_, end)| end)
+                        .unwrap_or(segment.base_sequence);
+                    let capacity = if self.has_file {
+                        self.segment_bytes.max(bytes)
+                    } else {
+                        0
+                    };
+                    let successor = Arc::new(Segment::new(end_sequence, capacity));
+                    let _ = segment.next.set(Arc::clone(&successor));
+                    self.current.store(successor);
+                }
+                Ok(None) => {
+                    // Sealed for good by a memtable switch, or full and sealed by another
+                    // writer who is installing the successor right now.
+                    if self.sealed_for_good.load(Ordering::Acquire) {
+                        return Reserve::Sealed;
+                    }
+                    spin_wait(&mut round);
+                }
+            }
+        }
+    }
+
+    /// Seals the log for good (a memtable switch): no reservation succeeds afterwards.
+    /// Returns the first sequence the next log must use (invariant 2).
+    pub fn seal(&self) -> u64 {
+        self.sealed_for_good.store(true, Ordering::Release);
+        let mut round = 0;
+        loop {
+            let segment = self.current.load_full();
+            if let Some(end_sequence) = segment.seal() {
+                return end_sequence;
+            }
+            // A writer sealed it because it was full; that writer always installs a
+            // successor, which this loop then seals.
+            spin_wait(&mut round);
+        }
+    }
+
+    /// Waits until every sequence up to `last` is written to the OS (and synced, with `sync`),
+    /// leading the group commit when no one else is.
+    pub fn wait_durable(&self, last: u64, sync: bool) -> Result<()> {
+        if !self.has_file {
+            return Ok(());
+        }
+        if sync {
+            self.sync_requested.fetch_max(last, Ordering::AcqRel);
+        }
+        let mut round = 0;
+        loop {
+            if let Some(error) = self.failed.get() {
+                return Err(error.clone());
+            }
+            let written = self.written_sequence.load(Ordering::Acquire) >= last;
+            let synced = !sync || self.synced_sequence.load(Ordering::Acquire) >= last;
+            if written && synced {
+                return Ok(());
+            }
+            if let Ok(mut state) = self.leader.try_lock() {
+                if let Err(error) = self.lead(&mut state) {
+                    let _ = self.failed.set(error.clone());
+                    return Err(error);
+                }
+                continue;
+            }
+            spin_wait(&mut round);
+        }
+    }
+
+    /// Writes every published record and, if requested, syncs. Caller holds `leader`.
+    fn lead(&self, state: &mut LeaderState) -> Result<()> {
+        if let Some(previous) = state.previous.take() {
+            // Invariant 4: the predecessor's records come first in the sequence order.
+            previous.finish()?;
+        }
+        let mut last_written = None;
+        loop {
+            if let Some((end, last)) = state.segment.published_prefix(state.offset) {
+                let bytes = state.segment.bytes(state.offset, end);
+                if let Some(file) = state.file.as_mut() {
+                    file.append(bytes)?;
+                }
+                state.offset = end;
+                last_written = Some(last);
+            }
+            let finished = state
+                .segment
+                .sealed_end
+                .get()
+                .is_some_and(|&(end, _)| state.offset >= end);
+            match state.segment.next.get() {
+                Some(next) if finished => {
+                    let next = Arc::clone(next);
+                    state.segment = next;
+                    state.offset = 0;
+                }
+                _ => break,
+            }
+        }
+        if let Some(last) = last_written {
+            if let Some(file) = state.file.as_mut() {
+                file.flush()?;
+            }
+            self.written_sequence.store(last, Ordering::Release);
+            self.global_written
+                .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
+        }
+        let written = self.written_sequence.load(Ordering::Acquire);
+        if self.sync_requested.load(Ordering::Acquire)
+            > self.synced_sequence.load(Ordering::Acquire)
+            && written > self.synced_sequence.load(Ordering::Acquire)
+        {
+            if let Some(file) = state.file.as_mut() {
+                file.sync()?;
+            }
+            self.synced_sequence.store(written, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// After `seal`: waits for every reserved record to be published, writes them all and
+    /// syncs the file. Used by the next log before it writes (invariant 4).
+    pub fn finish(&self) -> Result<()> {
+        if !self.has_file {
+            return Ok(());
+        }
+        debug_assert!(self.sealed_for_good.load(Ordering::Acquire));
+        let mut round = 0;
+        loop {
+            if let Some(error) = self.failed.get() {
+                return Err(error.clone());
+            }
+            if let Ok(mut state) = self.leader.try_lock() {
+                let result = self.lead(&mut state);
+                if let Err(error) = result {
+                    let _ = self.failed.set(error.clone());
+                    return Err(error);
+                }
+                let done = state.segment.next.get().is_none()
+                    && state
+                        .segment
+                        .sealed_end
+                        .get()
+                        .is_some_and(|&(end, _)| state.offset >= end);
+                if done {
+                    let written = self.written_sequence.load(Ordering::Acquire);
+                    if self.synced_sequence.load(Ordering::Acquire) < written {
+                        if let Some(file) = state.file.as_mut() {
+                            if let Err(error) = file.sync() {
+                                let _ = self.failed.set(error.clone());
+                                return Err(error);
+                            }
+                        }
+                        self.synced_sequence.store(written, Ordering::Release);
+                    }
+                    return Ok(());
+                }
+            }
+            spin_wait(&mut round);
+        }
+    }
+
+    /// The error that stopped this log, if any.
+    pub fn error(&self) -> Option<Error> {
+        self.failed.get().cloned()
+    }
+
+    /// The WAL path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
