@@ -60,6 +60,12 @@ pub enum Error {
     },
     /// The database is shutting down.
     Closed,
+    /// An in-memory store has no room for the write: its live data plus the new object would
+    /// exceed the capacity (after compaction), or compaction could not free space in time.
+    Full {
+        /// The store's configured capacity.
+        capacity_bytes: u64,
+    },
 }
 
 impl Error {
@@ -136,6 +142,10 @@ impl fmt::Display for Error {
                 "writes stopped after an earlier failure; reopen the database ({cause})"
             ),
             Error::Closed => write!(formatter, "database is closed"),
+            Error::Full { capacity_bytes } => write!(
+                formatter,
+                "store is full (capacity {capacity_bytes} bytes); delete data or raise capacity_bytes"
+            ),
         }
     }
 }
