@@ -175,23 +175,37 @@ impl Table {
         &self.buckets[index & self.mask]
     }
 
-    /// Inserts during a rebuild (table not yet shared): false if both buckets are full.
+    /// Inserts during a rebuild (table not yet shared) into the emptier of the two buckets:
+    /// false if both are full.
     fn insert_private(&self, hash: u64, entry: u64) -> bool {
+        let mut best: Option<(&AtomicU64, usize)> = None;
         for index in [
             first_bucket(hash, self.mask),
             second_bucket(hash, self.mask),
         ] {
-            let Some(bucket) = self.buckets.get(index) else {
-                return false;
-            };
-            for slot in &bucket.entries {
-                if slot.load(Ordering::Relaxed) == 0 {
-                    slot.store(entry, Ordering::Relaxed);
-                    return true;
+            let bucket = self.bucket(index);
+            let free: Vec<&AtomicU64> = bucket
+                .entries
+                .iter()
+                .filter(|slot| slot.load(Ordering::Relaxed) == 0)
+                .collect();
+            if let Some(&slot) = free.first() {
+                let better = match best {
+                    None => true,
+                    Some((_, count)) => free.len() > count,
+                };
+                if better {
+                    best = Some((slot, free.len()));
                 }
             }
         }
-        false
+        match best {
+            Some((slot, _)) => {
+                slot.store(entry, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -294,22 +308,41 @@ impl LockedPair<'_> {
         }
     }
 
-    /// Adds a new entry (the caller checked with `find` that the key has none); false when both
-    /// buckets are full and the partition must grow.
+    /// Adds a new entry (the caller checked with `find` that the key has none) to the emptier of
+    /// the key's two buckets (power of two choices keeps the load even, so tables fill to a
+    /// high load factor before they must grow); false when both buckets are full.
     pub fn insert(&self, location: u64) -> bool {
         let entry = make_entry(self.hash, location);
+        let mut best: Option<(&AtomicU64, usize)> = None;
         for which in 0..self.bucket_count() {
             let Some(bucket) = self.bucket(which) else {
-                return false;
+                continue;
             };
+            let mut free_slot = None;
+            let mut free_count = 0;
             for slot in &bucket.entries {
                 if slot.load(Ordering::Relaxed) == 0 {
-                    slot.store(entry, Ordering::Relaxed);
-                    return true;
+                    free_count += 1;
+                    free_slot.get_or_insert(slot);
+                }
+            }
+            if let Some(slot) = free_slot {
+                let better = match best {
+                    None => true,
+                    Some((_, count)) => free_count > count,
+                };
+                if better {
+                    best = Some((slot, free_count));
                 }
             }
         }
-        false
+        match best {
+            Some((slot, _)) => {
+                slot.store(entry, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
     }
 }
 

@@ -488,6 +488,7 @@ impl Inner {
         let started = Instant::now();
         self.waiting_writers.fetch_add(1, Ordering::SeqCst);
         self.wake.notify_all();
+        let mut idle_checks = 0u32;
         let result = loop {
             self.reclaim();
             if self.log.reserve(head, needed, false) {
@@ -500,10 +501,25 @@ impl Inner {
                 self.log.seal(head);
             }
             if self.compact_round(PRESSURE_MAX_UTILIZATION) {
+                idle_checks = 0;
                 continue;
             }
             if started.elapsed() > self.options.full_wait_limit {
                 break Err(self.full());
+            }
+            // Nothing to compact, nothing waiting for the epoch and no compaction running: the
+            // remaining space is all live data and slack, so waiting cannot help.
+            let compaction_running = self
+                .compaction_slots
+                .iter()
+                .any(|slot| slot.try_lock().is_err());
+            if self.log.retired_count() == 0 && !compaction_running {
+                idle_checks += 1;
+                if idle_checks > 8 {
+                    break Err(self.full());
+                }
+            } else {
+                idle_checks = 0;
             }
             self.seal_idle_heads(false);
             let lock = lock_ignoring_poison(&self.wake_lock);
