@@ -243,8 +243,8 @@ impl FileSystem for StdFs {
     }
 
     fn sync_dir(&self, directory: &Path) -> Result<()> {
-        let file = std::fs::File::open(directory)
-            .map_err(|error| Error::io("open dir", directory, error))?;
+        let file =
+            std::fs::File::open(directory).map_err(|error| Error::io("open dir", directory, error))?;
         file.sync_all()
             .map_err(|error| Error::io("sync dir", directory, error))
     }
