@@ -62,6 +62,12 @@ pub enum Error {
     Closed,
     /// An internal invariant was violated (a bug in cairn); the message says which.
     Internal(String),
+    /// An in-memory store has no room for the write: its live data plus the new object would
+    /// exceed the capacity (after compaction), or compaction could not free space in time.
+    Full {
+        /// The store's configured capacity.
+        capacity_bytes: u64,
+    },
 }
 
 impl Error {
@@ -145,6 +151,10 @@ impl fmt::Display for Error {
             Error::Internal(message) => {
                 write!(formatter, "internal error (a bug in cairn): {message}")
             }
+            Error::Full { capacity_bytes } => write!(
+                formatter,
+                "store is full (capacity {capacity_bytes} bytes); delete data or raise capacity_bytes"
+            ),
         }
     }
 }

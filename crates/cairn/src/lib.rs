@@ -7,10 +7,14 @@
 #![warn(missing_docs)]
 
 pub mod coding;
+pub mod epoch;
 pub mod error;
 pub mod fs;
+pub mod hashindex;
 pub mod iter;
 pub mod key;
+pub mod logmem;
+pub mod memstore;
 pub mod memtable;
 pub mod options;
 pub mod sstable;
@@ -18,6 +22,7 @@ pub mod sstable;
 pub use error::{Error, Result};
 pub use fs::{FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, ValueKind};
+pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};
 pub use options::{Compression, Options, ReadOptions, WriteOptions};
 
 pub mod batch;

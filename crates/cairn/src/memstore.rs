@@ -1,0 +1,811 @@
+//! `MemStore`: a concurrent in-memory key-value store on log-structured memory (Nibble).
+//!
+//! Job: bounded by `capacity_bytes`, keep every key's latest value in a multi-head log
+//! ([`crate::logmem`]), found through the optimistic hash index ([`crate::hashindex`]), with
+//! background threads compacting fragmented segments by cost-benefit and recycling them through
+//! distributed epochs ([`crate::epoch`]). See `docs/memstore.md` for byte layouts and protocols.
+//!
+//! Thread-safety contract: `MemStore` is `Send + Sync`; every method takes `&self` and may be
+//! called from any number of threads. `get`/`contains` never write shared memory except the
+//! calling thread's own epoch slot. Writers of different keys contend only on their log head
+//! (one per thread, chosen by thread) and on index buckets they share.
+//!
+//! Invariants:
+//! 1. Lock order: log head → index buckets (ascending) → leaf mutexes (block pool, segment
+//!    lists). Compaction takes only buckets and leaf mutexes. Nothing blocks on space or epochs
+//!    while holding a bucket lock or a pin, so writers waiting for compaction cannot stall it.
+//! 2. An object's bytes are complete before its location is stored in the index (the bucket
+//!    lock's release fence orders them), and a segment is sealed only by its head's owner between
+//!    appends, so a sealed segment holds no object whose index update is still to come.
+//! 3. Compaction re-points an entry only if it still holds the old location (checked under the
+//!    bucket lock); otherwise the copy is counted dead. A compacted segment is retired only after
+//!    every object in it was re-pointed or found dead, and reused only after the epoch passes.
+//! 4. A write either completes (its location is in the index) or returns an error without
+//!    changing the index; an appended object that was not linked is counted dead.
+//! 5. Every wait is bounded: writers waiting for space give up with [`Error::Full`] after
+//!    `full_wait_limit`; retry loops have fixed limits.
+
+use crate::epoch::{CachePadded, EpochTable};
+use crate::error::{Error, Result};
+use crate::hashindex::{hash_key, HashIndex};
+use crate::logmem::object::object_len;
+use crate::logmem::{Head, LogMemory, LogMemoryOptions};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Attempts of one write before giving up (each failed attempt made room or grew the index).
+const MAX_WRITE_ATTEMPTS: usize = 64;
+/// Victim segments compacted into one destination segment per round.
+const MAX_VICTIMS_PER_ROUND: usize = 64;
+/// Writers that must wait for space let compaction take segments up to this utilization.
+const PRESSURE_MAX_UTILIZATION: f64 = 0.995;
+/// Largest key accepted (the brief's limit: 64 KiB).
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+
+/// Options of a [`MemStore`].
+#[derive(Debug, Clone)]
+pub struct MemStoreOptions {
+    /// Bytes of log memory (objects, their headers and slack); the index is extra.
+    pub capacity_bytes: usize,
+    /// Log heads; writers on different heads append without contending.
+    pub heads: usize,
+    /// Largest segment (unit of compaction). Objects larger than this are rejected.
+    pub segment_bytes: usize,
+    /// Block size, a multiple of 4 KiB dividing `segment_bytes`.
+    pub block_bytes: usize,
+    /// Background compaction threads (0: writers compact when they run out of space).
+    pub compaction_threads: usize,
+    /// Index partitions (power of two, at most 256), each resized independently.
+    pub index_partitions: usize,
+    /// Initial buckets per index partition.
+    pub index_initial_buckets: usize,
+    /// Largest key (at most 64 KiB).
+    pub max_key_bytes: usize,
+    /// Largest value (also limited by `segment_bytes`).
+    pub max_value_bytes: usize,
+    /// Background compaction runs while the free fraction of capacity is below this.
+    pub compaction_trigger_free_fraction: f64,
+    /// Background compaction (without waiting writers) skips segments fuller than this.
+    pub background_max_utilization: f64,
+    /// How long a writer waits for compaction to free space before returning `Error::Full`.
+    pub full_wait_limit: Duration,
+}
+
+impl Default for MemStoreOptions {
+    fn default() -> Self {
+        let parallelism = std::thread::available_parallelism().map_or(1, |count| count.get());
+        MemStoreOptions {
+            capacity_bytes: 256 << 20,
+            heads: parallelism,
+            segment_bytes: 8 << 20,
+            block_bytes: 64 << 10,
+            compaction_threads: 1,
+            index_partitions: 64,
+            index_initial_buckets: 64,
+            max_key_bytes: MAX_KEY_BYTES,
+            max_value_bytes: 8 << 20,
+            compaction_trigger_free_fraction: 0.2,
+            background_max_utilization: 0.9,
+            full_wait_limit: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Accounting snapshot of a [`MemStore`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemStoreStats {
+    /// Configured log capacity.
+    pub capacity_bytes: u64,
+    /// Bytes of live objects (header, key and value).
+    pub live_bytes: u64,
+    /// Bytes of log blocks attached to segments (live, dead and slack).
+    pub used_bytes: u64,
+    /// Log bytes ever touched (upper bound of resident log memory).
+    pub touched_bytes: u64,
+    /// Bytes of index buckets (current tables plus retired ones not yet freed).
+    pub index_bytes: u64,
+    /// Segments in use (heads, sealed, compacting, awaiting reclamation).
+    pub segments: u64,
+    /// Segments awaiting the epoch before reuse.
+    pub retired_segments: u64,
+    /// Segments compacted so far.
+    pub compactions: u64,
+    /// Object bytes copied by compaction.
+    pub relocated_bytes: u64,
+    /// Time writers spent waiting for space, in nanoseconds.
+    pub writer_wait_nanos: u64,
+    /// Writes refused with `Error::Full`.
+    pub full_errors: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    compactions: AtomicU64,
+    relocated_bytes: AtomicU64,
+    writer_wait_nanos: AtomicU64,
+    full_errors: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    options: MemStoreOptions,
+    epochs: EpochTable,
+    index: HashIndex,
+    log: LogMemory,
+    heads: Box<[CachePadded<Mutex<Head>>]>,
+    compaction_slots: Box<[Mutex<()>]>,
+    shutdown: AtomicBool,
+    wake_lock: Mutex<()>,
+    wake: Condvar,
+    waiting_writers: AtomicUsize,
+    counters: Counters,
+}
+
+/// The in-memory log-structured store. Dropping it stops the compaction threads.
+#[derive(Debug)]
+pub struct MemStore {
+    inner: Arc<Inner>,
+    compactors: Vec<JoinHandle<()>>,
+}
+
+/// The closure of `MemStore::update`: current value in, new value (or `None` = delete) out.
+type UpdateFunction<'a> = &'a mut dyn FnMut(Option<&[u8]>) -> Option<Vec<u8>>;
+
+enum Mutation<'a> {
+    Put(&'a [u8]),
+    Delete,
+    Update(UpdateFunction<'a>),
+}
+
+static NEXT_THREAD_NUMBER: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static THREAD_NUMBER: usize = NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed);
+}
+
+fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl MemStore {
+    /// Creates a store and starts its compaction threads.
+    pub fn new(options: MemStoreOptions) -> Result<Self> {
+        let invalid = |message: String| Err(Error::InvalidArgument(message));
+        if options.heads == 0 || options.heads > 1024 {
+            return invalid(format!("heads ({}) must be in 1..=1024", options.heads));
+        }
+        if options.compaction_threads > 64 {
+            return invalid(format!(
+                "compaction_threads ({}) must be at most 64",
+                options.compaction_threads
+            ));
+        }
+        if options.max_key_bytes > MAX_KEY_BYTES {
+            return invalid(format!(
+                "max_key_bytes ({}) must be at most {MAX_KEY_BYTES}",
+                options.max_key_bytes
+            ));
+        }
+        let compaction_slots = options.compaction_threads.max(1);
+        // Each concurrent compaction may need up to one segment of destination space.
+        let reserve_bytes = compaction_slots * options.segment_bytes;
+        let headroom = (options.heads + 2) * options.segment_bytes + reserve_bytes;
+        if options.capacity_bytes < headroom {
+            return invalid(format!(
+                "capacity_bytes ({}) must be at least (heads + 2 + compaction slots) x segment_bytes = {headroom}",
+                options.capacity_bytes
+            ));
+        }
+        let log = LogMemory::new(LogMemoryOptions {
+            capacity_bytes: options.capacity_bytes,
+            segment_bytes: options.segment_bytes,
+            block_bytes: options.block_bytes,
+            reserve_bytes,
+        })?;
+        let inner = Arc::new(Inner {
+            epochs: EpochTable::new(),
+            index: HashIndex::new(options.index_partitions, options.index_initial_buckets),
+            log,
+            heads: (0..options.heads)
+                .map(|_| CachePadded(Mutex::new(Head::new())))
+                .collect(),
+            compaction_slots: (0..compaction_slots).map(|_| Mutex::new(())).collect(),
+            shutdown: AtomicBool::new(false),
+            wake_lock: Mutex::new(()),
+            wake: Condvar::new(),
+            waiting_writers: AtomicUsize::new(0),
+            counters: Counters::default(),
+            options,
+        });
+        let mut compactors = Vec::new();
+        for number in 0..inner.options.compaction_threads {
+            let worker = inner.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("cairn-compact-{number}"))
+                .spawn(move || worker.compaction_loop());
+            match spawned {
+                Ok(handle) => compactors.push(handle),
+                Err(error) => {
+                    let store = MemStore { inner, compactors };
+                    drop(store);
+                    return Err(Error::io("spawn compaction thread", "", error));
+                }
+            }
+        }
+        Ok(MemStore { inner, compactors })
+    }
+
+    /// Stores `value` under `key`, replacing any previous value.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.inner.check_sizes(key, value.len())?;
+        self.inner.mutate(key, Mutation::Put(value)).map(|_| ())
+    }
+
+    /// Returns a copy of the value stored under `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.check_key(key)?;
+        let hash = hash_key(key);
+        let guard = self.inner.epochs.pin();
+        let location = self.inner.index.lookup(&guard, hash, |location| {
+            self.inner.log.key_equals(location, key)
+        });
+        Ok(location.and_then(|location| {
+            let mut value = Vec::new();
+            self.inner
+                .log
+                .read_value(location, &mut value)
+                .map(|_| value)
+        }))
+    }
+
+    /// True when `key` has a value.
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        self.inner.check_key(key)?;
+        let hash = hash_key(key);
+        let guard = self.inner.epochs.pin();
+        Ok(self
+            .inner
+            .index
+            .lookup(&guard, hash, |location| {
+                self.inner.log.key_equals(location, key)
+            })
+            .is_some())
+    }
+
+    /// Removes `key`; returns whether it had a value.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.inner.check_key(key)?;
+        self.inner.mutate(key, Mutation::Delete)
+    }
+
+    /// Atomic read-modify-write of one key: `f` gets the current value (or `None`) and returns
+    /// the new one (or `None` to delete). No other write to the key happens between the read and
+    /// the write. `f` runs while the key's index buckets are locked: keep it short and do not call
+    /// back into the store. `f` may run more than once if the write must first wait for space;
+    /// only the last result is stored.
+    pub fn update<F>(&self, key: &[u8], mut f: F) -> Result<()>
+    where
+        F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
+        self.inner.check_key(key)?;
+        self.inner.mutate(key, Mutation::Update(&mut f)).map(|_| ())
+    }
+
+    /// Accounting snapshot.
+    pub fn stats(&self) -> MemStoreStats {
+        let log = self.inner.log.stats();
+        let counters = &self.inner.counters;
+        MemStoreStats {
+            capacity_bytes: log.capacity_bytes,
+            live_bytes: log.live_bytes,
+            used_bytes: log.used_bytes,
+            touched_bytes: log.touched_bytes,
+            index_bytes: (self.inner.index.memory_bytes() + self.inner.index.retired_memory_bytes())
+                as u64,
+            segments: log.segments,
+            retired_segments: log.retired_segments,
+            compactions: counters.compactions.load(Ordering::Relaxed),
+            relocated_bytes: counters.relocated_bytes.load(Ordering::Relaxed),
+            writer_wait_nanos: counters.writer_wait_nanos.load(Ordering::Relaxed),
+            full_errors: counters.full_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Seals idle heads and compacts every sealed segment whose utilization is at most
+    /// `max_utilization`, then reclaims what the epoch allows. For tests and maintenance; returns
+    /// the number of segments compacted.
+    pub fn compact_now(&self, max_utilization: f64) -> usize {
+        self.inner.seal_idle_heads(true);
+        let before = self.inner.counters.compactions.load(Ordering::Relaxed);
+        for _ in 0..1024 {
+            if !self.inner.compact_round(max_utilization) {
+                break;
+            }
+        }
+        self.inner.reclaim();
+        (self.inner.counters.compactions.load(Ordering::Relaxed) - before) as usize
+    }
+}
+
+impl Drop for MemStore {
+    fn drop(&mut self) {
+        self.inner.shutdown.store(true, Ordering::SeqCst);
+        {
+            let _lock = lock_ignoring_poison(&self.inner.wake_lock);
+            self.inner.wake.notify_all();
+        }
+        for handle in self.compactors.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Inner {
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.len() > self.options.max_key_bytes {
+            return Err(Error::InvalidArgument(format!(
+                "key of {} bytes exceeds max_key_bytes ({})",
+                key.len(),
+                self.options.max_key_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_sizes(&self, key: &[u8], value_len: usize) -> Result<()> {
+        self.check_key(key)?;
+        if value_len > self.options.max_value_bytes
+            || object_len(key.len(), value_len) > self.log.max_object_bytes()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "value of {value_len} bytes exceeds max_value_bytes ({}) or does not fit a segment ({} bytes)",
+                self.options.max_value_bytes,
+                self.log.max_object_bytes()
+            )));
+        }
+        Ok(())
+    }
+
+    fn lock_head(&self) -> MutexGuard<'_, Head> {
+        let count = self.heads.len().max(1);
+        let preferred = THREAD_NUMBER.try_with(|number| *number).unwrap_or(0) % count;
+        for step in 0..count {
+            if let Some(head) = self.heads.get((preferred + step) % count) {
+                if let Ok(guard) = head.0.try_lock() {
+                    return guard;
+                }
+            }
+        }
+        // Every head is busy: wait for our own. `heads` is never empty (checked in `new`).
+        match self.heads.get(preferred) {
+            Some(head) => lock_ignoring_poison(&head.0),
+            None => lock_ignoring_poison(&self.heads[0].0),
+        }
+    }
+
+    fn full(&self) -> Error {
+        self.counters.full_errors.fetch_add(1, Ordering::Relaxed);
+        Error::Full {
+            capacity_bytes: self.log.stats().capacity_bytes,
+        }
+    }
+
+    /// The one write path: put, delete and update. Returns whether the key had a value.
+    fn mutate(&self, key: &[u8], mut mutation: Mutation<'_>) -> Result<bool> {
+        let hash = hash_key(key);
+        let mut head = self.lock_head();
+        let mut room_needed = match mutation {
+            Mutation::Put(value) => object_len(key.len(), value.len()),
+            _ => 0,
+        };
+        let mut scratch: Vec<u8>;
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            if room_needed > 0 && !self.log.reserve(&mut head, room_needed, false) {
+                // Invariant 1: no pin and no bucket lock held while waiting for space.
+                self.make_space(&mut head, room_needed)?;
+            }
+            let guard = self.epochs.pin();
+            let pair = self.index.lock(&guard, hash);
+            let found = pair.find(|location| self.log.key_equals(location, key));
+            let new_value: Option<&[u8]> = match &mut mutation {
+                Mutation::Put(value) => Some(*value),
+                Mutation::Delete => None,
+                Mutation::Update(function) => {
+                    let current = found.and_then(|(_, location)| {
+                        let mut value = Vec::new();
+                        self.log.read_value(location, &mut value).map(|_| value)
+                    });
+                    match function(current.as_deref()) {
+                        Some(produced) => {
+                            scratch = produced;
+                            Some(scratch.as_slice())
+                        }
+                        None => None,
+                    }
+                }
+            };
+            let Some(value) = new_value else {
+                if let Some((slot, old)) = found {
+                    pair.remove(slot);
+                    self.log.mark_dead(old);
+                }
+                return Ok(found.is_some());
+            };
+            if let Mutation::Update(_) = mutation {
+                if value.len() > self.options.max_value_bytes
+                    || object_len(key.len(), value.len()) > self.log.max_object_bytes()
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "update produced a value of {} bytes, over the limit",
+                        value.len()
+                    )));
+                }
+            }
+            if found.is_none() && !pair.has_room() {
+                drop(pair);
+                self.index.grow(&guard, &self.epochs, hash, |location| {
+                    let mut key = Vec::new();
+                    self.log.read_key(location, &mut key);
+                    hash_key(&key)
+                })?;
+                continue;
+            }
+            let size = object_len(key.len(), value.len());
+            // Non-blocking: may take free blocks, never waits (we hold bucket locks).
+            if !self.log.reserve(&mut head, size, false) {
+                room_needed = size;
+                continue;
+            }
+            let Some(location) = self.log.append(&mut head, key, value) else {
+                room_needed = size;
+                continue;
+            };
+            match found {
+                Some((slot, old)) => {
+                    pair.replace(slot, location);
+                    self.log.mark_dead(old);
+                }
+                None => {
+                    // Cannot fail: `has_room` was checked under the same locks.
+                    if !pair.insert(location) {
+                        self.log.mark_dead(location);
+                        continue;
+                    }
+                }
+            }
+            return Ok(found.is_some());
+        }
+        Err(self.full())
+    }
+
+    /// Waits (helping compaction) until the head can take `needed` bytes. Called with the head
+    /// locked, not pinned, no bucket locks.
+    fn make_space(&self, head: &mut Head, needed: u64) -> Result<()> {
+        let started = Instant::now();
+        self.waiting_writers.fetch_add(1, Ordering::SeqCst);
+        self.wake.notify_all();
+        let mut idle_checks = 0u32;
+        let result = loop {
+            self.reclaim();
+            if self.log.reserve(head, needed, false) {
+                break Ok(());
+            }
+            if self.log.live_bytes() + needed > self.log.usable_bytes() {
+                break Err(self.full());
+            }
+            if self.log.head_has_garbage(head) {
+                self.log.seal(head);
+            }
+            if self.compact_round(PRESSURE_MAX_UTILIZATION) {
+                idle_checks = 0;
+                continue;
+            }
+            if started.elapsed() > self.options.full_wait_limit {
+                break Err(self.full());
+            }
+            // Nothing to compact, nothing waiting for the epoch and no compaction running: the
+            // remaining space is all live data and slack, so waiting cannot help.
+            let compaction_running = self
+                .compaction_slots
+                .iter()
+                .any(|slot| slot.try_lock().is_err());
+            if self.log.retired_count() == 0 && !compaction_running {
+                idle_checks += 1;
+                if idle_checks > 8 {
+                    break Err(self.full());
+                }
+            } else {
+                idle_checks = 0;
+            }
+            self.seal_idle_heads(false);
+            let lock = lock_ignoring_poison(&self.wake_lock);
+            let _ = self.wake.wait_timeout(lock, Duration::from_micros(500));
+        };
+        self.waiting_writers.fetch_sub(1, Ordering::SeqCst);
+        self.counters.writer_wait_nanos.fetch_add(
+            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        result
+    }
+
+    /// Seals heads nobody is using (try-lock) so compaction can reach their garbage.
+    fn seal_idle_heads(&self, even_without_garbage: bool) {
+        for head in self.heads.iter() {
+            if let Ok(mut head) = head.0.try_lock() {
+                if even_without_garbage || self.log.head_has_garbage(&head) {
+                    self.log.seal(&mut head);
+                }
+            }
+        }
+    }
+
+    fn reclaim(&self) {
+        if self.log.reclaim(&self.epochs) > 0 {
+            self.wake.notify_all();
+        }
+        self.index.collect_retired(&self.epochs);
+    }
+
+    /// One compaction round: picks victims by cost-benefit and packs their live objects into one
+    /// fresh segment. Returns whether any segment was compacted.
+    fn compact_round(&self, max_utilization: f64) -> bool {
+        let Some(_slot) = self
+            .compaction_slots
+            .iter()
+            .find_map(|slot| slot.try_lock().ok())
+        else {
+            return false;
+        };
+        let segment_bytes = self.log.max_object_bytes();
+        let mut destination = Head::new();
+        let mut compacted = 0;
+        let mut key = Vec::new();
+        let mut value = Vec::new();
+        for _ in 0..MAX_VICTIMS_PER_ROUND {
+            let room =
+                segment_bytes.saturating_sub(destination_offset(&destination, segment_bytes));
+            let limit = if compacted == 0 { segment_bytes } else { room };
+            let Some((victim, _live)) = self.log.pick_victim(max_utilization, limit) else {
+                break;
+            };
+            if !self.relocate(victim, &mut destination, &mut key, &mut value) {
+                // Out of destination space even in the reserve: give the victim back.
+                self.log.unpick(victim);
+                break;
+            }
+            self.log.retire(victim, &self.epochs);
+            compacted += 1;
+            self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        }
+        self.log.seal(&mut destination);
+        drop(_slot);
+        if compacted > 0 {
+            self.reclaim();
+        }
+        compacted > 0
+    }
+
+    /// Copies the live objects of `victim` to `destination`, re-pointing the index. Returns false
+    /// if destination space ran out (the victim keeps its remaining live objects).
+    fn relocate(
+        &self,
+        victim: u32,
+        destination: &mut Head,
+        key: &mut Vec<u8>,
+        value: &mut Vec<u8>,
+    ) -> bool {
+        let mut complete = true;
+        self.log.for_each_object(victim, |location, header| {
+            key.clear();
+            value.clear();
+            if self.log.read_key(location, key).is_none()
+                || self.log.read_value(location, value).is_none()
+            {
+                return true;
+            }
+            let hash = hash_key(key);
+            let guard = self.epochs.pin();
+            if self
+                .index
+                .lookup(&guard, hash, |current| current == location)
+                .is_none()
+            {
+                return true; // dead: overwritten or deleted
+            }
+            let size = header.object_len();
+            if !self.log.reserve(destination, size, true) {
+                self.log.seal(destination);
+                if !self.log.reserve(destination, size, true) {
+                    complete = false;
+                    return false;
+                }
+            }
+            let Some(new_location) = self.log.append(destination, key, value) else {
+                complete = false;
+                return false;
+            };
+            let pair = self.index.lock(&guard, hash);
+            match pair.find(|current| current == location) {
+                Some((slot, _)) => {
+                    pair.replace(slot, new_location);
+                    self.log.mark_dead(location);
+                    self.counters
+                        .relocated_bytes
+                        .fetch_add(size, Ordering::Relaxed);
+                }
+                None => self.log.mark_dead(new_location),
+            }
+            true
+        });
+        complete
+    }
+
+    fn compaction_loop(&self) {
+        while !self.shutdown.load(Ordering::SeqCst) {
+            self.reclaim();
+            let waiting = self.waiting_writers.load(Ordering::SeqCst) > 0;
+            let free_fraction =
+                self.log.free_blocks() as f64 / self.log.total_blocks().max(1) as f64;
+            if waiting || free_fraction < self.options.compaction_trigger_free_fraction {
+                let max_utilization = if waiting {
+                    PRESSURE_MAX_UTILIZATION
+                } else {
+                    self.options.background_max_utilization
+                };
+                if self.compact_round(max_utilization) {
+                    continue;
+                }
+            }
+            let lock = lock_ignoring_poison(&self.wake_lock);
+            if self.shutdown.load(Ordering::SeqCst) {
+                break;
+            }
+            let timeout = if waiting {
+                Duration::from_micros(500)
+            } else {
+                Duration::from_millis(5)
+            };
+            let _ = self.wake.wait_timeout(lock, timeout);
+        }
+    }
+}
+
+fn destination_offset(head: &Head, segment_bytes: u64) -> u64 {
+    head.offset_in_segment()
+        .map_or(0, |offset| offset.min(segment_bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_options() -> MemStoreOptions {
+        MemStoreOptions {
+            capacity_bytes: 2 << 20,
+            heads: 2,
+            segment_bytes: 64 << 10,
+            block_bytes: 4 << 10,
+            compaction_threads: 1,
+            index_partitions: 4,
+            index_initial_buckets: 2,
+            max_value_bytes: 32 << 10,
+            full_wait_limit: Duration::from_secs(2),
+            ..MemStoreOptions::default()
+        }
+    }
+
+    #[test]
+    fn put_get_delete_contains_update() {
+        let store = MemStore::new(small_options()).unwrap();
+        assert_eq!(store.get(b"a").unwrap(), None);
+        store.put(b"a", b"1").unwrap();
+        store.put(b"b", b"").unwrap();
+        assert_eq!(store.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+        assert_eq!(store.get(b"b").unwrap().as_deref(), Some(&b""[..]));
+        assert!(store.contains(b"b").unwrap());
+        store.put(b"a", b"22").unwrap();
+        assert_eq!(store.get(b"a").unwrap().as_deref(), Some(&b"22"[..]));
+        assert!(store.delete(b"a").unwrap());
+        assert!(!store.delete(b"a").unwrap());
+        assert!(!store.contains(b"a").unwrap());
+        for _ in 0..10 {
+            store
+                .update(b"counter", |current| {
+                    let value = current.map_or(0u64, |bytes| {
+                        u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]))
+                    });
+                    Some((value + 1).to_le_bytes().to_vec())
+                })
+                .unwrap();
+        }
+        assert_eq!(
+            store.get(b"counter").unwrap().unwrap(),
+            10u64.to_le_bytes().to_vec()
+        );
+        store.update(b"counter", |_| None).unwrap();
+        assert!(!store.contains(b"counter").unwrap());
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        let store = MemStore::new(small_options()).unwrap();
+        let long_key = vec![0u8; MAX_KEY_BYTES + 1];
+        assert!(matches!(
+            store.put(&long_key, b"x"),
+            Err(Error::InvalidArgument(_))
+        ));
+        let big_value = vec![0u8; (32 << 10) + 1];
+        assert!(matches!(
+            store.put(b"k", &big_value),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            store.update(b"k", |_| Some(vec![0u8; 40 << 10])),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(!store.contains(b"k").unwrap());
+        assert!(MemStore::new(MemStoreOptions {
+            capacity_bytes: 64 << 10,
+            ..small_options()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn full_is_an_error_and_deleting_makes_room() {
+        let store = MemStore::new(small_options()).unwrap();
+        let value = vec![9u8; 1000];
+        let mut stored = 0u32;
+        let error = loop {
+            match store.put(&stored.to_be_bytes(), &value) {
+                Ok(()) => stored += 1,
+                Err(error) => break error,
+            }
+            assert!(stored < 10_000, "never reported full");
+        };
+        assert!(matches!(error, Error::Full { .. }), "{error}");
+        // Everything written before the error is still there.
+        for key in 0..stored {
+            assert_eq!(store.get(&key.to_be_bytes()).unwrap().unwrap(), value);
+        }
+        for key in (0..stored).step_by(2) {
+            store.delete(&key.to_be_bytes()).unwrap();
+        }
+        // Compaction reclaims the holes, so new writes succeed again.
+        for key in 0..stored / 3 {
+            store.put(&(100_000 + key).to_be_bytes(), &value).unwrap();
+        }
+        let stats = store.stats();
+        assert!(stats.compactions > 0, "{stats:?}");
+        assert!(stats.live_bytes <= stats.capacity_bytes);
+    }
+
+    #[test]
+    fn compact_now_keeps_data_and_frees_space() {
+        let store = MemStore::new(MemStoreOptions {
+            compaction_threads: 0,
+            ..small_options()
+        })
+        .unwrap();
+        for round in 0..5u8 {
+            for key in 0..500u32 {
+                store.put(&key.to_be_bytes(), &[round; 300]).unwrap();
+            }
+        }
+        let before = store.stats();
+        assert!(store.compact_now(1.0) > 0);
+        let after = store.stats();
+        assert!(after.used_bytes < before.used_bytes, "{before:?} {after:?}");
+        for key in 0..500u32 {
+            assert_eq!(
+                store.get(&key.to_be_bytes()).unwrap().unwrap(),
+                vec![4u8; 300]
+            );
+        }
+    }
+}
