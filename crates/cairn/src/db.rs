@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem};
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
+use crate::key::{check_key, check_value, internal_key, SequenceNumber, ValueKind};
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::sequence::Watermark;
@@ -106,13 +106,17 @@ impl MemComponent {
     }
 
     /// Lookup in a component: the filter (if built) first.
-    fn get(&self, key: &[u8], sequence: SequenceNumber) -> Option<(ValueKind, &[u8])> {
+    fn get(
+        &self,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Option<(SequenceNumber, ValueKind, &[u8])> {
         if let Some(filter) = self.filter.get() {
             if !filter.may_contain(key) {
                 return None;
             }
         }
-        self.memtable.get(key, sequence)
+        self.memtable.get_entry(key, sequence)
     }
 }
 
@@ -163,7 +167,23 @@ struct DbInner {
     counters: Counters,
     pending_outputs: Mutex<HashSet<u64>>,
     compaction_lock: Mutex<()>,
+    /// Lock stripes of the baseline read-modify-write (never used by `update`).
+    stripes: Box<[Mutex<()>]>,
 }
+
+/// What a read-modify-write function decides to do with the current value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Update {
+    /// Leave the key as it is (nothing is written).
+    Keep,
+    /// Store this value.
+    Put(Vec<u8>),
+    /// Delete the key.
+    Delete,
+}
+
+/// Number of lock stripes of the baseline read-modify-write.
+const STRIPES: usize = 1024;
 
 /// A persistent key-value store. See the module documentation for the concurrency contract.
 pub struct Db {
@@ -279,6 +299,7 @@ impl Db {
             counters: Counters::default(),
             pending_outputs: Mutex::new(HashSet::new()),
             compaction_lock: Mutex::new(()),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             options,
         });
         inner.delete_obsolete_files();
@@ -357,10 +378,132 @@ impl Db {
         self.inner.get(key, snapshot.sequence())
     }
 
+    /// Atomically replaces the value of `key` with `f(current)` (`None` deletes) and returns
+    /// the new value. Non-blocking: `f` runs outside any lock and may run more than once if
+    /// another write to `key` races it (see `read_modify_write` in the source).
+    pub fn update<F>(&self, key: &[u8], mut f: F) -> Result<Option<Vec<u8>>>
+    where
+        F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
+        let mut decide = |current: Option<&[u8]>| match f(current) {
+            Some(value) => Update::Put(value),
+            None => Update::Delete,
+        };
+        self.inner
+            .read_modify_write(key, &mut decide)
+            .map(|(value, _)| value)
+    }
+
+    /// The general form of `update`: `decide` may also keep the value unchanged. Returns the
+    /// value now stored and the sequence number of the write (None when nothing was written).
+    pub fn read_modify_write<F>(
+        &self,
+        key: &[u8],
+        mut decide: F,
+    ) -> Result<(Option<Vec<u8>>, Option<SequenceNumber>)>
+    where
+        F: FnMut(Option<&[u8]>) -> Update,
+    {
+        self.inner.read_modify_write(key, &mut decide)
+    }
+
+    /// Stores `value` only if `key` is absent; returns whether it stored it.
+    pub fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let mut stored = false;
+        self.inner.read_modify_write(key, &mut |current| {
+            stored = current.is_none();
+            if stored {
+                Update::Put(value.to_vec())
+            } else {
+                Update::Keep
+            }
+        })?;
+        Ok(stored)
+    }
+
+    /// Replaces the value of `key` with `new` (None deletes) only if it currently equals
+    /// `expected` (None: absent); returns whether it did.
+    pub fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        let mut swapped = false;
+        self.inner.read_modify_write(key, &mut |current| {
+            swapped = current == expected;
+            match (swapped, new) {
+                (false, _) => Update::Keep,
+                (true, Some(value)) => Update::Put(value.to_vec()),
+                (true, None) => Update::Delete,
+            }
+        })?;
+        Ok(swapped)
+    }
+
+    /// Adds `delta` to the integer stored at `key` (decimal ASCII, as Redis stores it; absent
+    /// counts as 0) and returns the new value. Fails with `InvalidArgument` if the value is not
+    /// an integer or the sum overflows.
+    pub fn increment(&self, key: &[u8], delta: i64) -> Result<i64> {
+        let mut failure = None;
+        let mut result = 0i64;
+        self.inner
+            .read_modify_write(
+                key,
+                &mut |current| match parse_counter(current).and_then(|value| {
+                    value
+                        .checked_add(delta)
+                        .ok_or_else(|| "increment overflows a 64-bit integer".to_string())
+                }) {
+                    Ok(value) => {
+                        failure = None;
+                        result = value;
+                        Update::Put(value.to_string().into_bytes())
+                    }
+                    Err(message) => {
+                        failure = Some(message);
+                        Update::Keep
+                    }
+                },
+            )?;
+        match failure {
+            Some(message) => Err(Error::InvalidArgument(message)),
+            None => Ok(result),
+        }
+    }
+
+    /// `increment` through the lock-striped baseline (benchmarks only: cLSM §5.1 compares the
+    /// optimistic RMW with this).
+    pub fn increment_striped(&self, key: &[u8], delta: i64) -> Result<i64> {
+        let mut failure = None;
+        let mut result = 0i64;
+        self.inner
+            .read_modify_write_striped(
+                key,
+                &mut |current| match parse_counter(current).and_then(|value| {
+                    value
+                        .checked_add(delta)
+                        .ok_or_else(|| "increment overflows a 64-bit integer".to_string())
+                }) {
+                    Ok(value) => {
+                        result = value;
+                        Update::Put(value.to_string().into_bytes())
+                    }
+                    Err(message) => {
+                        failure = Some(message);
+                        Update::Keep
+                    }
+                },
+            )?;
+        match failure {
+            Some(message) => Err(Error::InvalidArgument(message)),
+            None => Ok(result),
+        }
+    }
+
     /// A consistent view of the current state, kept until dropped.
     pub fn snapshot(&self) -> Snapshot {
-        let sequence = self.inner.visible();
-        self.inner.snapshots.acquire(sequence)
+        self.inner.snapshots.acquire(|| self.inner.visible())
     }
 
     /// A cursor over the latest state (or `snapshot`), bounded to `[lower, upper)`.
@@ -492,6 +635,17 @@ impl Drop for Db {
 
 fn new_memtable(options: &Options) -> Memtable {
     Memtable::with_chunk_bytes((options.write_buffer_size_bytes / 8).clamp(4096, 1 << 20))
+}
+
+/// Parses a counter value (absent = 0).
+fn parse_counter(current: Option<&[u8]>) -> std::result::Result<i64, String> {
+    match current {
+        None => Ok(0),
+        Some(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| text.parse::<i64>().ok())
+            .ok_or_else(|| "value is not a decimal 64-bit integer".to_string()),
+    }
 }
 
 /// Replays the WALs the MANIFEST does not cover and writes what they hold to a level-0 table.
@@ -869,18 +1023,35 @@ impl DbInner {
     }
 
     fn get(&self, key: &[u8], sequence: SequenceNumber) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .get_version(key, sequence)?
+            .and_then(|(_, value)| value))
+    }
+
+    /// The newest version of `key` with sequence <= `sequence`: its sequence and its value
+    /// (`None` for a tombstone); `None` if the key was never written.
+    fn get_version(
+        &self,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<Option<(SequenceNumber, Option<Vec<u8>>)>> {
         check_key(key)?;
         let super_version = self.super_version.load();
-        let found = |kind: ValueKind, value: &[u8]| match kind {
-            ValueKind::Put => Some(value.to_vec()),
-            ValueKind::Delete => None,
+        let found = |version: SequenceNumber, kind: ValueKind, value: &[u8]| {
+            let value = match kind {
+                ValueKind::Put => Some(value.to_vec()),
+                ValueKind::Delete => None,
+            };
+            Some((version, value))
         };
-        if let Some((kind, value)) = super_version.memtable.memtable.get(key, sequence) {
-            return Ok(found(kind, value));
+        if let Some((version, kind, value)) =
+            super_version.memtable.memtable.get_entry(key, sequence)
+        {
+            return Ok(found(version, kind, value));
         }
         for immutable in &super_version.immutables {
-            if let Some((kind, value)) = immutable.get(key, sequence) {
-                return Ok(found(kind, value));
+            if let Some((version, kind, value)) = immutable.get(key, sequence) {
+                return Ok(found(version, kind, value));
             }
         }
         let lookup = internal_key(key, sequence, ValueKind::SEEK);
@@ -890,19 +1061,122 @@ impl DbInner {
                 continue;
             }
             let table = self.table_cache.table(file)?;
-            if let Some((_, kind, value)) = table.get(&lookup)? {
-                return Ok(found(kind, &value));
+            if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
+                return Ok(found(found_sequence, kind, &value));
             }
         }
         for level in 1..version.level_count() {
             if let Some(file) = version.find_file(level, key) {
                 let table = self.table_cache.table(file)?;
-                if let Some((_, kind, value)) = table.get(&lookup)? {
-                    return Ok(found(kind, &value));
+                if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
+                    return Ok(found(found_sequence, kind, &value));
                 }
             }
         }
         Ok(None)
+    }
+
+    /// Optimistic read-modify-write (cLSM Algorithm 3, made safe against concurrent puts):
+    /// 1. read the newest version of `key`, in-flight writes included, and apply `decide`;
+    /// 2. reserve a sequence number (higher than that version's) and log space;
+    /// 3. wait until every lower sequence is inserted — the versions below ours are now final;
+    /// 4. validate that the newest version below ours is still the one read in step 1;
+    /// 5. insert (success) or log a void record and retry (conflict).
+    ///
+    /// Step 3 closes a race in the paper's algorithm: a put that took a lower timestamp
+    /// before the read but inserted after it would otherwise be silently overwritten by a
+    /// value computed without it. The wait is for CPU work of lower writers, never for a lock.
+    /// Returns the value now stored and the sequence of the write (None if `decide` kept).
+    fn read_modify_write(
+        &self,
+        key: &[u8],
+        decide: &mut dyn FnMut(Option<&[u8]>) -> Update,
+    ) -> Result<(Option<Vec<u8>>, Option<SequenceNumber>)> {
+        check_key(key)?;
+        self.check_writable()?;
+        loop {
+            let read = self.get_version(key, crate::key::SEQUENCE_MAX)?;
+            let read_version = read.as_ref().map(|(version, _)| *version);
+            let current = read.and_then(|(_, value)| value);
+            let mut batch = WriteBatch::new();
+            let new_value = match decide(current.as_deref()) {
+                Update::Keep => return Ok((current, None)),
+                Update::Put(value) => {
+                    check_value(&value)?;
+                    batch.put(key, &value);
+                    Some(value)
+                }
+                Update::Delete => {
+                    batch.delete(key);
+                    None
+                }
+            };
+            let payload_bytes = batch.size_bytes();
+            let (component, segment, sequence, offset) = self.reserve(1, payload_bytes)?;
+            self.inserted.wait_for(sequence - 1);
+            let validated = self
+                .get_version(key, sequence - 1)
+                .map(|found| found.map(|(version, _)| version));
+            let options = WriteOptions::default();
+            match validated {
+                Ok(version) if version == read_version => {
+                    let record = batch.encode(sequence);
+                    segment.publish(offset, record);
+                    match new_value {
+                        Some(ref value) => {
+                            component
+                                .memtable
+                                .insert(key, sequence, ValueKind::Put, value)
+                        }
+                        None => component
+                            .memtable
+                            .insert(key, sequence, ValueKind::Delete, &[]),
+                    }
+                    self.finish_write(&component, &options, sequence, sequence, payload_bytes)?;
+                    Counters::add(&self.counters.read_modify_writes, 1);
+                    return Ok((new_value, Some(sequence)));
+                }
+                outcome => {
+                    // Conflict (or a read error): the sequence is spent on a void record so the
+                    // log and the watermark stay gap-free.
+                    let void = crate::batch::void_record(sequence, payload_bytes);
+                    segment.publish(offset, &void);
+                    self.finish_write(&component, &options, sequence, sequence, payload_bytes)?;
+                    outcome?;
+                    Counters::add(&self.counters.read_modify_write_conflicts, 1);
+                }
+            }
+        }
+    }
+
+    /// The lock-striped read-modify-write used as the baseline in benchmarks (cLSM §5.1):
+    /// a mutex per key stripe around read + write.
+    fn read_modify_write_striped(
+        &self,
+        key: &[u8],
+        decide: &mut dyn FnMut(Option<&[u8]>) -> Update,
+    ) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        let stripe = (xxhash_rust::xxh3::xxh3_64(key) % self.stripes.len() as u64) as usize;
+        let Some(stripe) = self.stripes.get(stripe) else {
+            return Err(Error::Internal("stripe index out of range".into()));
+        };
+        let _held = lock(stripe);
+        let current = self.get(key, self.visible())?;
+        let mut batch = WriteBatch::new();
+        let new_value = match decide(current.as_deref()) {
+            Update::Keep => return Ok(current),
+            Update::Put(value) => {
+                batch.put(key, &value);
+                Some(value)
+            }
+            Update::Delete => {
+                batch.delete(key);
+                None
+            }
+        };
+        self.write(&WriteOptions::default(), batch)?;
+        Ok(new_value)
     }
 
     fn iterator(

@@ -40,7 +40,7 @@ pub mod wal;
 pub mod wal_writer;
 
 pub use batch::WriteBatch;
-pub use db::Db;
+pub use db::{Db, Update};
 pub use db_iter::{DbIterator, RangeIter};
 pub use snapshot::Snapshot;
 pub use stats::Stats;

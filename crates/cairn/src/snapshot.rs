@@ -1,75 +1,169 @@
 //! Snapshots: a sequence number that pins a consistent view of the database.
 //!
-//! A snapshot at sequence S sees, for each key, the newest version with sequence <= S. Every
-//! write with sequence <= S is complete when the snapshot is taken (the database publishes its
-//! visible sequence only after a write is fully applied), and every write acknowledged before
-//! `snapshot()` was called has sequence <= S.
+//! A snapshot at sequence S sees, for each key, the newest version with sequence <= S. S is
+//! the database's visible sequence when the snapshot is registered: below every in-flight
+//! write (those are not yet visible) and at or above every acknowledged one (a write returns
+//! only once visible) — the linearizable variant of cLSM §3.2.
 //!
 //! Live snapshots are registered so that flush and compaction keep the versions they need
-//! (`compaction::VersionFilter`). A snapshot is released when its last clone drops.
+//! (`compaction::VersionFilter`). Registration is lock-free: a snapshot claims a free slot
+//! with a compare-and-swap (marking it *pending*), then reads the visible sequence, then
+//! publishes it. A compaction that sees a pending slot may ignore it: the sequence that slot
+//! will hold is at least the visible sequence at the moment the compaction read the slots,
+//! which is at least the largest sequence in any table it can be compacting, so the snapshot
+//! sits in the newest stripe, whose newest version the compaction keeps anyway. When every
+//! slot is taken, snapshots fall back to a mutex-guarded list (registered under the mutex
+//! that compactions read it under).
 //!
-//! Thread-safety contract: `SnapshotList` is shared by `Arc` and guarded by a mutex held only to
-//! register, release or list snapshots — never across I/O.
+//! Thread-safety contract: all methods take `&self` and may be called from any thread; the
+//! fast path (`acquire` with a free slot, `release`) takes no lock.
 
 use crate::key::SequenceNumber;
+use crate::sync::{AtomicU64, Ordering};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+/// Lock-free slots before the fallback list is used.
+pub const SNAPSHOT_SLOTS: usize = 1024;
+
+const FREE: u64 = 0;
+const PENDING: u64 = u64::MAX;
+
 /// The registry of live snapshots.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SnapshotList {
-    live: Mutex<BTreeMap<SequenceNumber, usize>>,
+    /// `FREE`, `PENDING`, or `sequence + 1`.
+    slots: Box<[AtomicU64]>,
+    overflow: Mutex<BTreeMap<SequenceNumber, usize>>,
+}
+
+impl Default for SnapshotList {
+    fn default() -> Self {
+        SnapshotList {
+            slots: (0..SNAPSHOT_SLOTS).map(|_| AtomicU64::new(FREE)).collect(),
+            overflow: Mutex::new(BTreeMap::new()),
+        }
+    }
 }
 
 impl SnapshotList {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<SequenceNumber, usize>> {
+    fn overflow(&self) -> std::sync::MutexGuard<'_, BTreeMap<SequenceNumber, usize>> {
         // The map is updated in single statements; a panic cannot leave it inconsistent.
-        self.live
+        self.overflow
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Registers a snapshot at `sequence`.
-    pub fn acquire(self: &Arc<Self>, sequence: SequenceNumber) -> Snapshot {
-        *self.lock().entry(sequence).or_insert(0) += 1;
+    /// Registers a snapshot at the sequence `visible()` returns once the slot is claimed.
+    pub fn acquire(self: &Arc<Self>, visible: impl Fn() -> SequenceNumber) -> Snapshot {
+        // Start at a per-thread position so concurrent snapshots rarely contend for a slot.
+        let start = thread_slot_hint();
+        for probe in 0..self.slots.len() {
+            let index = (start + probe) % self.slots.len();
+            let Some(slot) = self.slots.get(index) else {
+                continue;
+            };
+            if slot
+                .compare_exchange(FREE, PENDING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                let sequence = visible();
+                slot.store(sequence + 1, Ordering::Release);
+                return Snapshot {
+                    inner: Arc::new(SnapshotInner {
+                        sequence,
+                        place: Place::Slot(index),
+                        list: Arc::clone(self),
+                    }),
+                };
+            }
+        }
+        let mut overflow = self.overflow();
+        let sequence = visible();
+        *overflow.entry(sequence).or_insert(0) += 1;
         Snapshot {
             inner: Arc::new(SnapshotInner {
                 sequence,
+                place: Place::Overflow,
                 list: Arc::clone(self),
             }),
         }
     }
 
-    /// Live snapshot sequences, ascending, without duplicates.
+    /// Live snapshot sequences, ascending, without duplicates (pending slots skipped; see
+    /// the module documentation for why that is safe).
     pub fn sequences(&self) -> Vec<SequenceNumber> {
-        self.lock().keys().copied().collect()
+        let mut sequences: Vec<SequenceNumber> = self
+            .slots
+            .iter()
+            .map(|slot| slot.load(Ordering::Acquire))
+            .filter(|&value| value != FREE && value != PENDING)
+            .map(|value| value - 1)
+            .collect();
+        sequences.extend(self.overflow().keys().copied());
+        sequences.sort_unstable();
+        sequences.dedup();
+        sequences
     }
 
     /// Number of live snapshots.
     pub fn count(&self) -> usize {
-        self.lock().values().sum()
+        let in_slots = self
+            .slots
+            .iter()
+            .filter(|slot| slot.load(Ordering::Acquire) != FREE)
+            .count();
+        in_slots + self.overflow().values().sum::<usize>()
     }
 
-    fn release(&self, sequence: SequenceNumber) {
-        let mut live = self.lock();
-        if let Some(count) = live.get_mut(&sequence) {
-            *count -= 1;
-            if *count == 0 {
-                live.remove(&sequence);
+    fn release(&self, place: Place, sequence: SequenceNumber) {
+        match place {
+            Place::Slot(index) => {
+                if let Some(slot) = self.slots.get(index) {
+                    slot.store(FREE, Ordering::Release);
+                }
+            }
+            Place::Overflow => {
+                let mut overflow = self.overflow();
+                if let Some(count) = overflow.get_mut(&sequence) {
+                    *count -= 1;
+                    if *count == 0 {
+                        overflow.remove(&sequence);
+                    }
+                }
             }
         }
     }
 }
 
+fn thread_slot_hint() -> usize {
+    use std::hash::{BuildHasher, Hasher};
+    thread_local! {
+        static HINT: usize = {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_usize(0);
+            hasher.finish() as usize
+        };
+    }
+    HINT.with(|hint| *hint)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    Slot(usize),
+    Overflow,
+}
+
 #[derive(Debug)]
 struct SnapshotInner {
     sequence: SequenceNumber,
+    place: Place,
     list: Arc<SnapshotList>,
 }
 
 impl Drop for SnapshotInner {
     fn drop(&mut self) {
-        self.list.release(self.sequence);
+        self.list.release(self.place, self.sequence);
     }
 }
 
@@ -86,16 +180,16 @@ impl Snapshot {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
     #[test]
     fn snapshots_register_and_release() {
         let list = Arc::new(SnapshotList::default());
-        let a = list.acquire(5);
-        let b = list.acquire(5);
-        let c = list.acquire(9);
+        let a = list.acquire(|| 5);
+        let b = list.acquire(|| 5);
+        let c = list.acquire(|| 9);
         assert_eq!(list.sequences(), vec![5, 9]);
         drop(a);
         assert_eq!(list.sequences(), vec![5, 9]);
@@ -107,5 +201,18 @@ mod tests {
         assert_eq!(c.sequence(), 9);
         drop(c);
         assert_eq!(list.count(), 0);
+    }
+
+    #[test]
+    fn more_snapshots_than_slots_use_the_fallback() {
+        let list = Arc::new(SnapshotList::default());
+        let held: Vec<Snapshot> = (0..SNAPSHOT_SLOTS as u64 + 10)
+            .map(|sequence| list.acquire(|| sequence))
+            .collect();
+        assert_eq!(list.count(), SNAPSHOT_SLOTS + 10);
+        assert_eq!(list.sequences().len(), SNAPSHOT_SLOTS + 10);
+        drop(held);
+        assert_eq!(list.count(), 0);
+        assert!(list.sequences().is_empty());
     }
 }

@@ -15,6 +15,10 @@ pub struct Counters {
     pub deletes: AtomicU64,
     /// Batches written.
     pub batches: AtomicU64,
+    /// Read-modify-writes that wrote.
+    pub read_modify_writes: AtomicU64,
+    /// Read-modify-write attempts that lost a race and retried.
+    pub read_modify_write_conflicts: AtomicU64,
     /// Bytes appended to WALs.
     pub wal_bytes: AtomicU64,
     /// WAL syncs.
@@ -150,6 +154,11 @@ impl Counters {
             ("puts", load(&self.puts)),
             ("deletes", load(&self.deletes)),
             ("batches", load(&self.batches)),
+            ("read_modify_writes", load(&self.read_modify_writes)),
+            (
+                "read_modify_write_conflicts",
+                load(&self.read_modify_write_conflicts),
+            ),
             ("wal_bytes", load(&self.wal_bytes)),
             ("wal_syncs", load(&self.wal_syncs)),
             ("memtable_switches", load(&self.memtable_switches)),

@@ -373,6 +373,17 @@ impl Memtable {
     /// The newest version of `user_key` with sequence `<= snapshot`: `Some((kind, value))`,
     /// or `None` if there is none. Never allocates, never blocks.
     pub fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<(ValueKind, &[u8])> {
+        self.get_entry(user_key, snapshot)
+            .map(|(_, kind, value)| (kind, value))
+    }
+
+    /// Like `get`, also returning the version's sequence number (read-modify-write compares
+    /// versions to detect conflicts).
+    pub fn get_entry(
+        &self,
+        user_key: &[u8],
+        snapshot: SequenceNumber,
+    ) -> Option<(SequenceNumber, ValueKind, &[u8])> {
         let target = Parts {
             user_key,
             trailer: crate::key::pack_trailer(snapshot, ValueKind::SEEK),
@@ -388,7 +399,7 @@ impl Memtable {
             return None;
         }
         // SAFETY: as above.
-        Some((parsed.kind, unsafe { Node::value(node) }))
+        Some((parsed.sequence, parsed.kind, unsafe { Node::value(node) }))
     }
 
     /// Bytes allocated for nodes (decides when the memtable is full). One atomic load.
