@@ -1,0 +1,578 @@
+//! History-checked stress test of the cLSM layer.
+//!
+//! Four threads (on two cores) run puts, deletes, gets, increments, atomic batches and
+//! snapshot scans against a `Db` whose memtable is tiny, so memtable switches, flushes and
+//! compactions happen constantly. Every operation is recorded with invocation and response
+//! times from one logical clock, and every write with the sequence number the engine gave it
+//! (`write_with_sequence`, `read_modify_write`). The checker then verifies:
+//!
+//! 1. **Write order respects real time**: a write that responded before another was invoked
+//!    has the smaller sequence number (the sequence order is the engine's claimed
+//!    linearization of writes).
+//! 2. **Per-key linearizability of point operations** against that order (a witness check in
+//!    the style of Porcupine's per-key partitioning, with the order supplied by the engine
+//!    instead of searched): a get returns the value of a write w (or nothing: a delete or the
+//!    initial state) such that w was invoked before the get responded, no later write of the
+//!    key had responded before the get was invoked, and gets that follow each other in real
+//!    time never go back in the write order.
+//! 3. **Increments are counted exactly once**: per counter, the returned values are exactly
+//!    1..=n in sequence order and the final value is n.
+//! 4. **Snapshot scans equal the state at their timestamp**, reconstructed from the write
+//!    history (every write with sequence <= S, newest per key), and the timestamp is at or
+//!    above every write that responded before `snapshot()` was called.
+//! 5. **Batches are all-or-nothing**: in every scan the batch keys hold the same value.
+//!
+//! Duration: `CAIRN_HISTORY_SECONDS` (default 3 in CI; run with 10 or more for the soak).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use cairn::{Db, MemFs, Options, SequenceNumber, Update, WriteBatch, WriteOptions};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const THREADS: usize = 4;
+const REGISTERS: usize = 12;
+const COUNTERS: usize = 3;
+const BATCH_KEYS: usize = 4;
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Put {
+        key: String,
+        value: String,
+        sequence: SequenceNumber,
+    },
+    Delete {
+        key: String,
+        sequence: SequenceNumber,
+    },
+    Get {
+        key: String,
+        value: Option<String>,
+    },
+    Increment {
+        key: String,
+        value: i64,
+        sequence: SequenceNumber,
+    },
+    Batch {
+        value: String,
+        last_sequence: SequenceNumber,
+    },
+    Scan {
+        sequence: SequenceNumber,
+        contents: BTreeMap<String, String>,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    invoke: u64,
+    response: u64,
+    kind: Kind,
+}
+
+fn register(index: usize) -> String {
+    format!("r{index:02}")
+}
+fn counter(index: usize) -> String {
+    format!("c{index}")
+}
+fn batch_key(index: usize) -> String {
+    format!("b{index}")
+}
+
+fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
+    let fs = MemFs::new();
+    let options = Options {
+        file_system: Arc::new(fs),
+        write_buffer_size_bytes: 4096,
+        max_immutable_memtables: 2,
+        block_size_bytes: 256,
+        target_file_size_bytes: 8192,
+        level1_size_bytes_max: 16 * 1024,
+        level0_compaction_trigger: 2,
+        level0_slowdown_trigger: 6,
+        level0_stop_trigger: 12,
+        level_count: 4,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open("/history", options).unwrap());
+    let clock = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let (db, clock, stop, events) = (
+                Arc::clone(&db),
+                Arc::clone(&clock),
+                Arc::clone(&stop),
+                Arc::clone(&events),
+            );
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(thread as u64 + 1);
+                let mut local = Vec::new();
+                let mut counter_value = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    counter_value += 1;
+                    let invoke = clock.fetch_add(1, Ordering::SeqCst);
+                    let kind = match rng.gen_range(0..100) {
+                        0..=29 => {
+                            let key = register(rng.gen_range(0..REGISTERS));
+                            let value = format!("t{thread}-{counter_value}");
+                            let mut batch = WriteBatch::new();
+                            batch.put(key.as_bytes(), value.as_bytes());
+                            let sequence = db
+                                .write_with_sequence(&WriteOptions::default(), batch)
+                                .unwrap();
+                            Kind::Put {
+                                key,
+                                value,
+                                sequence,
+                            }
+                        }
+                        30..=39 => {
+                            let key = register(rng.gen_range(0..REGISTERS));
+                            let mut batch = WriteBatch::new();
+                            batch.delete(key.as_bytes());
+                            let sequence = db
+                                .write_with_sequence(&WriteOptions::default(), batch)
+                                .unwrap();
+                            Kind::Delete { key, sequence }
+                        }
+                        40..=69 => {
+                            let key = register(rng.gen_range(0..REGISTERS));
+                            let value = db
+                                .get(key.as_bytes())
+                                .unwrap()
+                                .map(|bytes| String::from_utf8(bytes).unwrap());
+                            Kind::Get { key, value }
+                        }
+                        70..=84 => {
+                            let key = counter(rng.gen_range(0..COUNTERS));
+                            let (value, sequence) = db
+                                .read_modify_write(key.as_bytes(), |current| {
+                                    let now: i64 = current
+                                        .map(|bytes| {
+                                            std::str::from_utf8(bytes).unwrap().parse().unwrap()
+                                        })
+                                        .unwrap_or(0);
+                                    Update::Put((now + 1).to_string().into_bytes())
+                                })
+                                .unwrap();
+                            let value = String::from_utf8(value.unwrap()).unwrap().parse().unwrap();
+                            Kind::Increment {
+                                key,
+                                value,
+                                sequence: sequence.unwrap(),
+                            }
+                        }
+                        85..=92 => {
+                            let value = format!("batch-{thread}-{counter_value}");
+                            let mut batch = WriteBatch::new();
+                            for index in 0..BATCH_KEYS {
+                                batch.put(batch_key(index).as_bytes(), value.as_bytes());
+                            }
+                            let last_sequence = db
+                                .write_with_sequence(&WriteOptions::default(), batch)
+                                .unwrap();
+                            Kind::Batch {
+                                value,
+                                last_sequence,
+                            }
+                        }
+                        _ => {
+                            let snapshot = db.snapshot();
+                            let contents = db
+                                .range_at(
+                                    Some(&snapshot),
+                                    Bound::Unbounded,
+                                    Bound::Unbounded,
+                                    false,
+                                )
+                                .unwrap()
+                                .map(|entry| {
+                                    let (key, value) = entry.unwrap();
+                                    (
+                                        String::from_utf8(key).unwrap(),
+                                        String::from_utf8(value).unwrap(),
+                                    )
+                                })
+                                .collect();
+                            Kind::Scan {
+                                sequence: snapshot.sequence(),
+                                contents,
+                            }
+                        }
+                    };
+                    let response = clock.fetch_add(1, Ordering::SeqCst);
+                    local.push(Event {
+                        invoke,
+                        response,
+                        kind,
+                    });
+                }
+                events.lock().unwrap().extend(local);
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(seconds));
+    stop.store(true, Ordering::Relaxed);
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let stats = db.stats();
+    eprintln!(
+        "history: flushes {}, compactions {}, switches {}, rmw conflicts {}",
+        stats.counter("flushes"),
+        stats.counter("compactions"),
+        stats.counter("memtable_switches"),
+        stats.counter("read_modify_write_conflicts")
+    );
+    assert!(
+        stats.counter("flushes") > 0,
+        "the tiny memtable never flushed"
+    );
+    let final_state = db
+        .range(Bound::Unbounded, Bound::Unbounded)
+        .unwrap()
+        .map(|entry| {
+            let (key, value) = entry.unwrap();
+            (
+                String::from_utf8(key).unwrap(),
+                String::from_utf8(value).unwrap(),
+            )
+        })
+        .collect();
+    let events = std::mem::take(&mut *events.lock().unwrap());
+    (events, final_state)
+}
+
+/// A write as the checker sees it: key, value (None = delete), sequence, interval.
+#[derive(Debug, Clone)]
+struct Write {
+    key: String,
+    value: Option<String>,
+    sequence: SequenceNumber,
+    invoke: u64,
+    response: u64,
+}
+
+fn writes_of(events: &[Event]) -> Vec<Write> {
+    let mut writes = Vec::new();
+    for event in events {
+        let (invoke, response) = (event.invoke, event.response);
+        match &event.kind {
+            Kind::Put {
+                key,
+                value,
+                sequence,
+            } => writes.push(Write {
+                key: key.clone(),
+                value: Some(value.clone()),
+                sequence: *sequence,
+                invoke,
+                response,
+            }),
+            Kind::Delete { key, sequence } => writes.push(Write {
+                key: key.clone(),
+                value: None,
+                sequence: *sequence,
+                invoke,
+                response,
+            }),
+            Kind::Increment {
+                key,
+                value,
+                sequence,
+            } => writes.push(Write {
+                key: key.clone(),
+                value: Some(value.to_string()),
+                sequence: *sequence,
+                invoke,
+                response,
+            }),
+            Kind::Batch {
+                value,
+                last_sequence,
+            } => {
+                for index in 0..BATCH_KEYS {
+                    writes.push(Write {
+                        key: batch_key(index),
+                        value: Some(value.clone()),
+                        sequence: last_sequence - (BATCH_KEYS - 1 - index) as u64,
+                        invoke,
+                        response,
+                    });
+                }
+            }
+            Kind::Get { .. } | Kind::Scan { .. } => {}
+        }
+    }
+    writes.sort_by_key(|write| write.sequence);
+    writes
+}
+
+fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String> {
+    let mut violations = Vec::new();
+    let writes = writes_of(events);
+    // Sequence numbers are unique.
+    for pair in writes.windows(2) {
+        if pair[0].sequence == pair[1].sequence {
+            violations.push(format!("sequence {} used twice", pair[0].sequence));
+        }
+    }
+    // 1. Real-time order of writes: scanning in sequence order, no write may have responded
+    // before an earlier-sequenced write was invoked.
+    let mut latest_invoke = 0u64;
+    let mut latest_invoke_sequence = 0;
+    for write in &writes {
+        if write.response < latest_invoke {
+            violations.push(format!(
+                "write seq {} responded at {} before write seq {} was invoked at {}",
+                write.sequence, write.response, latest_invoke_sequence, latest_invoke
+            ));
+        }
+        if write.invoke > latest_invoke {
+            latest_invoke = write.invoke;
+            latest_invoke_sequence = write.sequence;
+        }
+    }
+    // 2. Gets, per key. For each key: writes in sequence order, the index of each value
+    // (values are unique), and the suffix minimum of response times, which gives the first
+    // position a get may observe (no later write had responded before the get began).
+    struct KeyIndex<'a> {
+        writes: Vec<&'a Write>,
+        by_value: HashMap<&'a str, usize>,
+        suffix_min_response: Vec<u64>,
+    }
+    let mut per_key: HashMap<&str, KeyIndex> = HashMap::new();
+    for write in &writes {
+        let entry = per_key.entry(&write.key).or_insert_with(|| KeyIndex {
+            writes: Vec::new(),
+            by_value: HashMap::new(),
+            suffix_min_response: Vec::new(),
+        });
+        if let Some(value) = &write.value {
+            entry.by_value.insert(value.as_str(), entry.writes.len());
+        }
+        entry.writes.push(write);
+    }
+    for index in per_key.values_mut() {
+        let mut minimum = u64::MAX;
+        index.suffix_min_response = vec![u64::MAX; index.writes.len() + 1];
+        for position in (0..index.writes.len()).rev() {
+            minimum = minimum.min(index.writes[position].response);
+            index.suffix_min_response[position] = minimum;
+        }
+    }
+    let empty = KeyIndex {
+        writes: Vec::new(),
+        by_value: HashMap::new(),
+        suffix_min_response: vec![u64::MAX],
+    };
+    // Positions: 0 = initial state, p + 1 = after write p.
+    let mut gets: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();
+    for event in events {
+        let Kind::Get { key, value } = &event.kind else {
+            continue;
+        };
+        let index = per_key.get(key.as_str()).unwrap_or(&empty);
+        // Lowest allowed position: after every write that responded before the get began.
+        let lowest = index
+            .suffix_min_response
+            .partition_point(|&minimum| minimum < event.invoke);
+        let allowed = |position: usize| {
+            position >= lowest
+                && (position == 0 || index.writes[position - 1].invoke < event.response)
+        };
+        let observed = match value {
+            Some(value) => index
+                .by_value
+                .get(value.as_str())
+                .map(|&write| write + 1)
+                .filter(|&position| allowed(position)),
+            None => (lowest..=index.writes.len())
+                .take_while(|&position| {
+                    position == 0 || index.writes[position - 1].invoke < event.response
+                })
+                .find(|&position| position == 0 || index.writes[position - 1].value.is_none()),
+        };
+        match observed {
+            Some(position) => {
+                gets.entry(key)
+                    .or_default()
+                    .push((event.invoke, event.response, position))
+            }
+            None => violations.push(format!(
+                "get({key}) at [{}, {}] returned {value:?}, which no linearization allows",
+                event.invoke, event.response
+            )),
+        }
+    }
+    for (key, mut key_gets) in gets {
+        // Gets ordered in real time must not go back in the write order.
+        key_gets.sort_by_key(|&(invoke, _, _)| invoke);
+        let position = |observed: usize| {
+            if observed == usize::MAX {
+                0
+            } else {
+                observed + 1
+            }
+        };
+        let mut best_finished: Option<(u64, usize)> = None; // (response, position)
+        let mut by_response = key_gets.clone();
+        by_response.sort_by_key(|&(_, response, _)| response);
+        let mut finished = by_response.iter().peekable();
+        for &(invoke, _, observed) in &key_gets {
+            while let Some(&&(_, response, earlier)) = finished.peek() {
+                if response < invoke {
+                    let candidate = position(earlier);
+                    if best_finished.is_none_or(|(_, best)| candidate > best) {
+                        best_finished = Some((response, candidate));
+                    }
+                    finished.next();
+                } else {
+                    break;
+                }
+            }
+            if let Some((_, best)) = best_finished {
+                if position(observed) < best {
+                    violations.push(format!("get({key}) at {invoke} went back in time"));
+                }
+            }
+        }
+    }
+    // 3. Increments.
+    for index in 0..COUNTERS {
+        let key = counter(index);
+        let mut values: Vec<(SequenceNumber, i64)> = events
+            .iter()
+            .filter_map(|event| match &event.kind {
+                Kind::Increment {
+                    key: k,
+                    value,
+                    sequence,
+                } if *k == key => Some((*sequence, *value)),
+                _ => None,
+            })
+            .collect();
+        values.sort();
+        for (position, (_, value)) in values.iter().enumerate() {
+            if *value != position as i64 + 1 {
+                violations.push(format!(
+                    "counter {key}: increment #{} returned {value}",
+                    position + 1
+                ));
+                break;
+            }
+        }
+        let expected = values.len().to_string();
+        let stored = final_state.get(&key).cloned().unwrap_or_else(|| "0".into());
+        if !values.is_empty() && stored != expected {
+            violations.push(format!(
+                "counter {key}: final {stored}, {expected} increments"
+            ));
+        }
+    }
+    // 4 and 5. Snapshot scans: sweep the writes once in sequence order.
+    let mut scans: Vec<&Event> = events
+        .iter()
+        .filter(|event| matches!(event.kind, Kind::Scan { .. }))
+        .collect();
+    scans.sort_by_key(|event| match event.kind {
+        Kind::Scan { sequence, .. } => sequence,
+        _ => 0,
+    });
+    // Largest sequence among writes that responded before time t.
+    let mut by_response: Vec<(u64, SequenceNumber)> = writes
+        .iter()
+        .map(|write| (write.response, write.sequence))
+        .collect();
+    by_response.sort();
+    let mut prefix_max = Vec::with_capacity(by_response.len());
+    let mut maximum = 0;
+    for &(_, sequence) in &by_response {
+        maximum = maximum.max(sequence);
+        prefix_max.push(maximum);
+    }
+    let mut state: BTreeMap<String, String> = BTreeMap::new();
+    let mut next_write = 0;
+    for event in scans {
+        let Kind::Scan { sequence, contents } = &event.kind else {
+            continue;
+        };
+        while let Some(write) = writes
+            .get(next_write)
+            .filter(|write| write.sequence <= *sequence)
+        {
+            match &write.value {
+                Some(value) => state.insert(write.key.clone(), value.clone()),
+                None => state.remove(&write.key),
+            };
+            next_write += 1;
+        }
+        if &state != contents {
+            let differing: Vec<_> = state
+                .keys()
+                .chain(contents.keys())
+                .filter(|key| state.get(*key) != contents.get(*key))
+                .take(3)
+                .collect();
+            violations.push(format!(
+                "scan at snapshot {sequence} differs from the history at {differing:?}"
+            ));
+        }
+        let responded = by_response.partition_point(|&(response, _)| response < event.invoke);
+        if responded > 0 && prefix_max[responded - 1] > *sequence {
+            violations.push(format!(
+                "snapshot {sequence} taken after write seq {} responded",
+                prefix_max[responded - 1]
+            ));
+        }
+        let batch_values: Vec<Option<&String>> = (0..BATCH_KEYS)
+            .map(|index| contents.get(&batch_key(index)))
+            .collect();
+        if batch_values.windows(2).any(|pair| pair[0] != pair[1]) {
+            violations.push(format!(
+                "snapshot {sequence} sees a partial batch: {batch_values:?}"
+            ));
+        }
+    }
+    violations
+}
+
+#[test]
+fn concurrent_history_is_linearizable() {
+    let seconds = std::env::var("CAIRN_HISTORY_SECONDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(3u64);
+    let started = Instant::now();
+    let (events, final_state) = run_history(seconds);
+    let violations = check(&events, &final_state);
+    let count = |predicate: fn(&Kind) -> bool| events.iter().filter(|e| predicate(&e.kind)).count();
+    eprintln!(
+        "history: {} operations in {:.1} s ({} puts, {} deletes, {} gets, {} increments, {} batches, {} scans), {} violations",
+        events.len(),
+        started.elapsed().as_secs_f64(),
+        count(|k| matches!(k, Kind::Put { .. })),
+        count(|k| matches!(k, Kind::Delete { .. })),
+        count(|k| matches!(k, Kind::Get { .. })),
+        count(|k| matches!(k, Kind::Increment { .. })),
+        count(|k| matches!(k, Kind::Batch { .. })),
+        count(|k| matches!(k, Kind::Scan { .. })),
+        violations.len()
+    );
+    assert!(
+        violations.is_empty(),
+        "{} violations, first: {:#?}",
+        violations.len(),
+        &violations[..violations.len().min(10)]
+    );
+}
