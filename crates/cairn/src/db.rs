@@ -127,6 +127,8 @@ pub struct SuperVersion {
     memtable: Arc<MemComponent>,
     immutables: Vec<Arc<MemComponent>>,
     version: Arc<Version>,
+    /// Readers of the latest state must read at a sequence >= this (see `read_point`).
+    oldest_readable: SequenceNumber,
 }
 
 #[derive(Debug, Default)]
@@ -274,6 +276,7 @@ impl Db {
             memtable: Arc::new(MemComponent::new(new_memtable(&options), log)),
             immutables: Vec::new(),
             version: versions.current(),
+            oldest_readable: last_sequence,
         };
         let inner = Arc::new(DbInner {
             shape: ShapeOptions::from(&options),
@@ -369,13 +372,12 @@ impl Db {
 
     /// The value of `key` in the latest state.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let sequence = self.inner.visible();
-        self.inner.get(key, sequence)
+        self.inner.get(key, None)
     }
 
     /// The value of `key` as of `snapshot`.
     pub fn get_at(&self, snapshot: &Snapshot, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key, snapshot.sequence())
+        self.inner.get(key, Some(snapshot.sequence()))
     }
 
     /// Atomically replaces the value of `key` with `f(current)` (`None` deletes) and returns
@@ -1015,6 +1017,7 @@ impl DbInner {
                 memtable: fresh,
                 immutables,
                 version: Arc::clone(&current.version),
+                oldest_readable: current.oldest_readable,
             }));
         }
         Counters::add(&self.counters.memtable_switches, 1);
@@ -1022,10 +1025,25 @@ impl DbInner {
         Ok(())
     }
 
-    fn get(&self, key: &[u8], sequence: SequenceNumber) -> Result<Option<Vec<u8>>> {
+    fn get(&self, key: &[u8], sequence: Option<SequenceNumber>) -> Result<Option<Vec<u8>>> {
         Ok(self
             .get_version(key, sequence)?
             .and_then(|(_, value)| value))
+    }
+
+    /// The sequence to read the latest state at, and a super version that still holds every
+    /// version a reader at that sequence needs. A flush or compaction drops versions older
+    /// than the newest one below its inputs' largest sequence; a reader that took its
+    /// sequence before such an install but loaded the super version after it would miss
+    /// them, so it retakes a later sequence (still inside its own call: linearizable).
+    fn read_point(&self) -> (SequenceNumber, arc_swap::Guard<Arc<SuperVersion>>) {
+        loop {
+            let sequence = self.visible();
+            let super_version = self.super_version.load();
+            if sequence >= super_version.oldest_readable {
+                return (sequence, super_version);
+            }
+        }
     }
 
     /// The newest version of `key` with sequence <= `sequence`: its sequence and its value
@@ -1033,10 +1051,15 @@ impl DbInner {
     fn get_version(
         &self,
         key: &[u8],
-        sequence: SequenceNumber,
+        sequence: Option<SequenceNumber>,
     ) -> Result<Option<(SequenceNumber, Option<Vec<u8>>)>> {
         check_key(key)?;
-        let super_version = self.super_version.load();
+        // An explicit sequence is a registered snapshot (or, for read-modify-write, above
+        // everything flushed), whose versions flush and compaction keep.
+        let (sequence, super_version) = match sequence {
+            Some(sequence) => (sequence, self.super_version.load()),
+            None => self.read_point(),
+        };
         let found = |version: SequenceNumber, kind: ValueKind, value: &[u8]| {
             let value = match kind {
                 ValueKind::Put => Some(value.to_vec()),
@@ -1095,7 +1118,7 @@ impl DbInner {
         check_key(key)?;
         self.check_writable()?;
         loop {
-            let read = self.get_version(key, crate::key::SEQUENCE_MAX)?;
+            let read = self.get_version(key, Some(crate::key::SEQUENCE_MAX))?;
             let read_version = read.as_ref().map(|(version, _)| *version);
             let current = read.and_then(|(_, value)| value);
             let mut batch = WriteBatch::new();
@@ -1115,7 +1138,7 @@ impl DbInner {
             let (component, segment, sequence, offset) = self.reserve(1, payload_bytes)?;
             self.inserted.wait_for(sequence - 1);
             let validated = self
-                .get_version(key, sequence - 1)
+                .get_version(key, Some(sequence - 1))
                 .map(|found| found.map(|(version, _)| version));
             let options = WriteOptions::default();
             match validated {
@@ -1162,7 +1185,7 @@ impl DbInner {
             return Err(Error::Internal("stripe index out of range".into()));
         };
         let _held = lock(stripe);
-        let current = self.get(key, self.visible())?;
+        let current = self.get(key, None)?;
         let mut batch = WriteBatch::new();
         let new_value = match decide(current.as_deref()) {
             Update::Keep => return Ok(current),
@@ -1192,11 +1215,13 @@ impl DbInner {
         if let Some(key) = upper {
             check_key(key)?;
         }
-        let sequence = match snapshot {
-            Some(snapshot) => snapshot.sequence(),
-            None => self.visible(),
+        let (sequence, super_version) = match snapshot {
+            Some(snapshot) => (snapshot.sequence(), self.super_version.load_full()),
+            None => {
+                let (sequence, super_version) = self.read_point();
+                (sequence, arc_swap::Guard::into_inner(super_version))
+            }
         };
-        let super_version = self.super_version.load_full();
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         children.push(Box::new(super_version.memtable.memtable.iter()));
         for immutable in &super_version.immutables {
@@ -1419,6 +1444,9 @@ impl DbInner {
                 memtable: Arc::clone(&current.memtable),
                 immutables,
                 version,
+                // Every input of this flush or compaction is at or below the visible sequence
+                // (flushes wait for it), so readers at or above it miss nothing dropped.
+                oldest_readable: self.visible().max(current.oldest_readable),
             }));
         }
         drop(versions);
