@@ -8,6 +8,7 @@
 
 pub mod coding;
 pub mod error;
+pub mod fault_fs;
 pub mod fs;
 pub mod iter;
 pub mod key;
@@ -16,6 +17,7 @@ pub mod options;
 pub mod sstable;
 
 pub use error::{Error, Result};
+pub use fault_fs::FaultFs;
 pub use fs::{FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, ValueKind};
 pub use options::{Compression, Options, ReadOptions, WriteOptions};
