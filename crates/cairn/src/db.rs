@@ -458,20 +458,31 @@ fn recover_wals(
     let memtable = Arc::new(Memtable::new());
     let mut last_sequence = versions.last_sequence;
     let mut expected_next: Option<SequenceNumber> = None;
-    for (index, &number) in wal_numbers.iter().enumerate() {
+    let mut logs = Vec::with_capacity(wal_numbers.len());
+    for &number in &wal_numbers {
         let path = filename::wal_path(directory, number);
         let contents = read_log(file_system, &path)?;
+        logs.push((path, contents));
+    }
+    for (index, (path, contents)) in logs.iter().enumerate() {
         if let Some(offset) = contents.torn_tail_offset {
-            // Older WALs are synced before a newer one is started, so only the newest WAL can
-            // have a torn tail after a crash.
-            if index + 1 != wal_numbers.len() {
+            // A running database syncs a WAL before it starts the next one, so a torn tail is
+            // legitimate only in the last WAL holding records. Later WALs may exist but be
+            // empty: recovery creates its new WAL before the replayed one is made obsolete
+            // (and never syncs the replayed one), so a crash during recovery leaves exactly
+            // that (regression test: crash_during_recovery_leaves_a_torn_wal_before_an_empty_one).
+            let later_records = logs[index + 1..]
+                .iter()
+                .any(|(_, later)| later.record_count() > 0);
+            if later_records {
                 return Err(Error::corruption(
-                    &path,
+                    path,
                     offset,
-                    "damaged record at the end of a WAL that is not the newest",
+                    "damaged record at the end of a WAL followed by a WAL with records",
                 ));
             }
         }
+        let path = path.clone();
         for (offset, payload) in contents.records() {
             let batch = DecodedBatch::decode(payload)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
@@ -897,18 +908,10 @@ impl DbInner {
             .map(|(_, file)| file.number)
             .collect();
         let mut versions = lock(&self.versions);
-        let result = versions.log_and_apply(edit);
-        let version = match result {
-            Ok(version) => version,
-            Err(error) => {
-                drop(versions);
-                let mut pending = lock(&self.pending_outputs);
-                for number in &added {
-                    pending.remove(number);
-                }
-                return Err(error);
-            }
-        };
+        // On error the edit may still be in the MANIFEST (a failed sync does not mean the
+        // record is absent), so the next open may list its new files: they stay pending
+        // (never swept) for the rest of this process, which is stopped by the sticky error.
+        let version = versions.log_and_apply(edit)?;
         {
             let _update = lock(&self.super_version_update);
             let current = self.super_version.load_full();
