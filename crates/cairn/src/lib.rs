@@ -10,6 +10,7 @@ pub mod coding;
 pub mod error;
 pub mod fault_fs;
 pub mod fs;
+pub mod fuzzing;
 pub mod iter;
 pub mod key;
 pub mod memtable;
