@@ -486,6 +486,24 @@ fn recover_wals(
         for (offset, payload) in contents.records() {
             let batch = DecodedBatch::decode(payload)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
+            if expected_next.is_none() && batch.first_sequence > versions.last_sequence + 1 {
+                // The first WAL to replay continues where the last logged flush stopped, so
+                // a gap means edits are missing: a damaged last MANIFEST record was taken
+                // for a torn tail, or a WAL is gone (regression test:
+                // damaged_last_manifest_record_is_reported_not_silently_dropped).
+                let reason = format!(
+                    "the WALs continue at sequence {} but the MANIFEST stops at {}",
+                    batch.first_sequence, versions.last_sequence
+                );
+                return Err(match &versions.manifest_torn_tail {
+                    Some((manifest, tail)) => Error::corruption(
+                        manifest,
+                        *tail,
+                        format!("damaged last record (not a torn write): {reason}"),
+                    ),
+                    None => Error::corruption(&path, offset, reason),
+                });
+            }
             if let Some(expected) = expected_next {
                 if batch.first_sequence != expected {
                     return Err(Error::corruption(

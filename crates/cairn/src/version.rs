@@ -432,6 +432,10 @@ pub struct VersionSet {
     /// after it would turn that into mid-file corruption or a conflicting edit, so every
     /// later `log_and_apply` fails with this error (the database is stopped until reopened).
     manifest_error: Option<Error>,
+    /// Set by `recover` when the MANIFEST ended in a damaged record that was ignored as a
+    /// torn tail: `(MANIFEST path, offset)`. Recovery uses it to name the MANIFEST when the
+    /// WALs show that edits are missing.
+    pub manifest_torn_tail: Option<(PathBuf, u64)>,
 }
 
 /// What recovery read from the MANIFEST.
@@ -465,6 +469,7 @@ impl VersionSet {
             last_sequence: 0,
             compact_pointers: vec![None; level_count],
             manifest_error: None,
+            manifest_torn_tail: None,
         }
     }
 
@@ -527,6 +532,9 @@ impl VersionSet {
         self.next_file_number
             .fetch_max(largest.max(self.log_number) + 1, AtomicOrdering::SeqCst);
         self.current = Arc::new(version);
+        self.manifest_torn_tail = contents
+            .torn_tail_offset
+            .map(|offset| (manifest_path.clone(), offset));
         Ok(RecoveredManifest {
             edit_count: contents.record_count(),
             torn_tail_offset: contents.torn_tail_offset,

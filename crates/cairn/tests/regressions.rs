@@ -239,3 +239,54 @@ fn failed_manifest_sync_never_deletes_the_edits_tables() {
         assert_eq!(state, acked, "skip {skip}");
     }
 }
+
+/// Bug: a bit flip in the MANIFEST's last record (a flush edit) was taken for a torn tail
+/// and the edit silently dropped; the flushed WAL was already deleted, so the database opened
+/// with older values and a resurrected deleted key, and no error. Found by the corruption
+/// sweep. Fix: `db::recover_wals` checks that the first replayed WAL record continues the
+/// MANIFEST's last sequence and reports a gap as corruption, naming the MANIFEST's damaged
+/// tail when there is one.
+#[test]
+fn damaged_last_manifest_record_is_reported_not_silently_dropped() {
+    let fs = cairn::MemFs::new();
+    let options = Options {
+        file_system: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    let db = Db::open("/db", options.clone()).unwrap();
+    for index in 0..50 {
+        db.put(&key(index), b"old").unwrap();
+    }
+    db.flush().unwrap();
+    db.delete(&key(3)).unwrap();
+    db.put(&key(4), b"new").unwrap();
+    db.flush().unwrap(); // the MANIFEST's last record: this flush; its WAL is deleted
+    db.put(b"in-the-wal", b"1").unwrap();
+    drop(db);
+    let manifest = fs
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .find(|name| name.starts_with("MANIFEST-"))
+        .unwrap();
+    let manifest = Path::new("/db").join(manifest);
+    let pristine = fs.file_contents(&manifest).unwrap();
+    let contents = cairn::wal::parse_log(pristine.clone(), &manifest).unwrap();
+    let (last, _) = contents.records().last().unwrap();
+    let mut damaged = pristine;
+    let position = last as usize + 12;
+    damaged[position] ^= 0x04;
+    fs.set_file_contents(&manifest, damaged);
+    match Db::open("/db", options) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!(file, manifest);
+            assert_eq!(offset, last);
+        }
+        Ok(db) => panic!(
+            "opened with key 3 = {:?}, key 4 = {:?}",
+            db.get(&key(3)).unwrap(),
+            db.get(&key(4)).unwrap()
+        ),
+        Err(error) => panic!("unexpected error {error}"),
+    }
+}
