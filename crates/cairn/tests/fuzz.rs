@@ -2,7 +2,7 @@
 //! CI exercises every decoder in seconds without cargo-fuzz. Each input is printed on a
 //! failure (as hex) so it can be replayed, or dropped into `fuzz/corpus/<target>/`.
 //!
-//! Scale with `CAIRN_FUZZ_ITERATIONS` (inputs per target, default 4000) and
+//! Scale with `CAIRN_FUZZ_ITERATIONS` (inputs per target, default 20000) and
 //! `CAIRN_FUZZ_SEED`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +15,7 @@ fn iterations() -> usize {
     std::env::var("CAIRN_FUZZ_ITERATIONS")
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(4000)
+        .unwrap_or(20000)
 }
 
 fn seed() -> u64 {
