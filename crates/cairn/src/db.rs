@@ -580,7 +580,12 @@ impl Db {
                 compaction::plan_for_range(&version, level, lower, upper)
             };
             if let Some(plan) = plan {
-                self.inner.run_compaction(&version, plan)?;
+                if let Err(error) = self.inner.run_compaction(&version, plan) {
+                    // As in the background compactor: a failed write or sync here may leave
+                    // the MANIFEST or the directory in an unknown state (sticky error).
+                    self.inner.set_sticky_error(&error);
+                    return Err(error);
+                }
             }
         }
         Ok(())
@@ -686,6 +691,24 @@ fn recover_wals(
         for (offset, payload) in contents.records() {
             let batch = DecodedBatch::decode(payload)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
+            if expected_next.is_none() && batch.first_sequence > versions.last_sequence + 1 {
+                // The first WAL to replay continues where the last logged flush stopped, so
+                // a gap means edits are missing: a damaged last MANIFEST record was taken
+                // for a torn tail, or a WAL is gone (regression test:
+                // damaged_last_manifest_record_is_reported_not_silently_dropped).
+                let reason = format!(
+                    "the WALs continue at sequence {} but the MANIFEST stops at {}",
+                    batch.first_sequence, versions.last_sequence
+                );
+                return Err(match &versions.manifest_torn_tail {
+                    Some((manifest, tail)) => Error::corruption(
+                        manifest,
+                        *tail,
+                        format!("damaged last record (not a torn write): {reason}"),
+                    ),
+                    None => Error::corruption(&path, offset, reason),
+                });
+            }
             if let Some(expected) = expected_next {
                 if batch.first_sequence != expected {
                     return Err(Error::corruption(
@@ -1419,18 +1442,10 @@ impl DbInner {
             .map(|(_, file)| file.number)
             .collect();
         let mut versions = lock(&self.versions);
-        let result = versions.log_and_apply(edit);
-        let version = match result {
-            Ok(version) => version,
-            Err(error) => {
-                drop(versions);
-                let mut pending = lock(&self.pending_outputs);
-                for number in &added {
-                    pending.remove(number);
-                }
-                return Err(error);
-            }
-        };
+        // On error the edit may still be in the MANIFEST (a failed sync does not mean the
+        // record is absent), so the next open may list its new files: they stay pending
+        // (never swept) for the rest of this process, which is stopped by the sticky error.
+        let version = versions.log_and_apply(edit)?;
         {
             let _update = lock(&self.super_version_update);
             let current = self.super_version.load_full();

@@ -9,7 +9,9 @@
 pub mod coding;
 pub mod epoch;
 pub mod error;
+pub mod fault_fs;
 pub mod fs;
+pub mod fuzzing;
 pub mod hashindex;
 pub mod iter;
 pub mod key;
@@ -20,6 +22,7 @@ pub mod options;
 pub mod sstable;
 
 pub use error::{Error, Result};
+pub use fault_fs::FaultFs;
 pub use fs::{FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, ValueKind};
 pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};

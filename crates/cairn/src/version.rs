@@ -427,6 +427,15 @@ pub struct VersionSet {
     pub last_sequence: SequenceNumber,
     /// Per-level round-robin compaction start (user key).
     pub compact_pointers: Vec<Option<Vec<u8>>>,
+    /// Set when appending to, syncing or replacing the MANIFEST failed. The file may then end
+    /// in a partial record, or hold an edit that was never installed; appending anything
+    /// after it would turn that into mid-file corruption or a conflicting edit, so every
+    /// later `log_and_apply` fails with this error (the database is stopped until reopened).
+    manifest_error: Option<Error>,
+    /// Set by `recover` when the MANIFEST ended in a damaged record that was ignored as a
+    /// torn tail: `(MANIFEST path, offset)`. Recovery uses it to name the MANIFEST when the
+    /// WALs show that edits are missing.
+    pub manifest_torn_tail: Option<(PathBuf, u64)>,
 }
 
 /// What recovery read from the MANIFEST.
@@ -459,6 +468,8 @@ impl VersionSet {
             next_file_number: Arc::new(AtomicU64::new(1)),
             last_sequence: 0,
             compact_pointers: vec![None; level_count],
+            manifest_error: None,
+            manifest_torn_tail: None,
         }
     }
 
@@ -521,6 +532,9 @@ impl VersionSet {
         self.next_file_number
             .fetch_max(largest.max(self.log_number) + 1, AtomicOrdering::SeqCst);
         self.current = Arc::new(version);
+        self.manifest_torn_tail = contents
+            .torn_tail_offset
+            .map(|offset| (manifest_path.clone(), offset));
         Ok(RecoveredManifest {
             edit_count: contents.record_count(),
             torn_tail_offset: contents.torn_tail_offset,
@@ -617,19 +631,34 @@ impl VersionSet {
     }
 
     /// Logs `edit` durably, then makes the edited version current. On error nothing is
-    /// installed; the caller must treat a failed sync as a sticky error.
+    /// installed in memory, although the edit may already be in the MANIFEST (a failed sync
+    /// does not say the bytes are absent): the caller must keep the edit's new files (they
+    /// may be referenced at the next open) and treat the error as sticky. After an error the
+    /// MANIFEST is poisoned and every later call fails (see `manifest_error`).
     pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
+        if let Some(error) = &self.manifest_error {
+            return Err(error.clone());
+        }
         edit.next_file_number = Some(self.next_file_number.load(AtomicOrdering::SeqCst));
         edit.last_sequence = Some(edit.last_sequence.unwrap_or(0).max(self.last_sequence));
         let version = apply_edit(&self.current, &edit)
             .map_err(|reason| Error::Internal(format!("bad version edit: {reason}")))?;
-        match self.manifest.as_mut() {
-            Some(manifest) => {
-                manifest.add_record(&edit.encode())?;
-                manifest.sync()?;
-            }
-            None => return Err(Error::Internal("no MANIFEST open".into())),
+        let logged = match self.manifest.as_mut() {
+            Some(manifest) => manifest
+                .add_record(&edit.encode())
+                .and_then(|()| manifest.sync()),
+            None => Err(Error::Internal("no MANIFEST open".into())),
+        };
+        if let Err(error) = logged {
+            self.manifest_error = Some(error.clone());
+            return Err(error);
         }
+        let previous = (
+            Arc::clone(&self.current),
+            self.log_number,
+            self.last_sequence,
+            self.compact_pointers.clone(),
+        );
         self.apply_counters(&edit);
         self.install(version);
         let too_big = self
@@ -637,7 +666,18 @@ impl VersionSet {
             .as_ref()
             .is_some_and(|manifest| manifest.size_bytes() > self.manifest_size_bytes_max);
         if too_big {
-            self.write_snapshot()?;
+            if let Err(error) = self.write_snapshot() {
+                // The edit is durable in the old MANIFEST (and in the new one if CURRENT was
+                // switched), but the caller will not install it: roll memory back so this
+                // set and the caller agree, and stop logging (CURRENT may name either file).
+                let (current, log_number, last_sequence, compact_pointers) = previous;
+                self.current = current;
+                self.log_number = log_number;
+                self.last_sequence = last_sequence;
+                self.compact_pointers = compact_pointers;
+                self.manifest_error = Some(error.clone());
+                return Err(error);
+            }
         }
         Ok(self.current())
     }

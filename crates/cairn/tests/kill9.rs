@@ -1,0 +1,242 @@
+//! kill -9 loop: a child process writes from two threads with background flushes and
+//! compactions running (small memtable); the parent SIGKILLs it at random moments, reopens
+//! the database and checks that every acknowledged write is there (the default durability —
+//! handed to the OS — survives a process crash) and that each writer's counters form a
+//! prefix (no holes).
+//!
+//! The child is this test binary re-executed with `CAIRN_KILL9_CHILD` set (the test
+//! `kill9_child` does nothing otherwise). Writer `w` puts key `w{w}-{counter:010}` with a
+//! value that encodes writer and counter, and key `w{w}-latest` = its counter; after each
+//! acknowledged put it prints `ack {w} {counter}` (one write(2) per line) to the pipe the
+//! parent reads. Some kills land during the child's recovery, before it writes anything.
+//!
+//! Scale with `CAIRN_KILL9_CYCLES` (default 20); `CAIRN_KILL9_RESET_EVERY` (default 25)
+//! starts a fresh database every n cycles so verification stays fast in long soaks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use cairn::{Db, Options};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::io::{BufRead, BufReader, Write};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WRITERS: u64 = 2;
+
+fn options() -> Options {
+    Options {
+        write_buffer_size_bytes: 64 * 1024,
+        block_size_bytes: 1024,
+        target_file_size_bytes: 128 * 1024,
+        level1_size_bytes_max: 512 * 1024,
+        level0_compaction_trigger: 2,
+        manifest_size_bytes_max: 16 * 1024,
+        ..Options::default()
+    }
+}
+
+fn data_key(writer: u64, counter: u64) -> Vec<u8> {
+    format!("w{writer}-{counter:010}").into_bytes()
+}
+
+fn latest_key(writer: u64) -> Vec<u8> {
+    format!("w{writer}-latest").into_bytes()
+}
+
+fn value(writer: u64, counter: u64) -> Vec<u8> {
+    let mut value = format!("{writer}:{counter}:").into_bytes();
+    value.resize(
+        value.len() + (counter % 64) as usize,
+        b'a' + (counter % 26) as u8,
+    );
+    value
+}
+
+/// The child: write until killed.
+#[test]
+fn kill9_child() {
+    let Ok(directory) = std::env::var("CAIRN_KILL9_CHILD") else {
+        return;
+    };
+    let starts: Vec<u64> = std::env::var("CAIRN_KILL9_START")
+        .unwrap()
+        .split(',')
+        .map(|part| part.parse().unwrap())
+        .collect();
+    let db = Arc::new(Db::open(&directory, options()).unwrap());
+    println!("ready");
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|writer| {
+            let db = Arc::clone(&db);
+            let start = starts[writer as usize];
+            std::thread::spawn(move || {
+                let stdout = std::io::stdout();
+                for counter in start.. {
+                    db.put(&data_key(writer, counter), &value(writer, counter))
+                        .unwrap();
+                    db.put(&latest_key(writer), counter.to_string().as_bytes())
+                        .unwrap();
+                    // One write(2) per acknowledgement: a line on an unbuffered handle.
+                    let line = format!("ack {writer} {counter}\n");
+                    stdout.lock().write_all(line.as_bytes()).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
+
+/// What the parent found after one kill.
+struct Verified {
+    next_counters: Vec<u64>,
+}
+
+fn verify(directory: &Path, acked: &[Option<u64>], cycle: usize) -> Verified {
+    let db = Db::open(directory, options())
+        .unwrap_or_else(|error| panic!("cycle {cycle}: reopen after kill -9 failed: {error}"));
+    let mut next_counters = Vec::new();
+    for writer in 0..WRITERS {
+        let lower = format!("w{writer}-").into_bytes();
+        let upper = format!("w{writer}-:").into_bytes(); // ':' sorts after the digits
+        let mut expected = 0u64;
+        for entry in db
+            .range(Bound::Included(&lower), Bound::Excluded(&upper))
+            .unwrap()
+        {
+            let (key, found) = entry.unwrap_or_else(|error| panic!("cycle {cycle}: {error}"));
+            assert_eq!(
+                key,
+                data_key(writer, expected),
+                "cycle {cycle}: writer {writer} has a hole before {}",
+                String::from_utf8_lossy(&key)
+            );
+            assert_eq!(found, value(writer, expected), "cycle {cycle}: wrong value");
+            expected += 1;
+        }
+        let present = expected; // counters 0..present are there, nothing beyond
+        if let Some(acked) = acked[writer as usize] {
+            assert!(
+                present > acked,
+                "cycle {cycle}: writer {writer} acknowledged {acked} but only 0..{present} survived"
+            );
+        }
+        // `latest` is written after the data key: it is the last or second-to-last counter.
+        match db.get(&latest_key(writer)).unwrap() {
+            Some(latest) => {
+                let latest: u64 = String::from_utf8(latest).unwrap().parse().unwrap();
+                assert!(
+                    latest + 1 == present || latest + 2 == present,
+                    "cycle {cycle}: writer {writer} latest {latest}, data 0..{present}"
+                );
+            }
+            None => assert!(present <= 1, "cycle {cycle}: latest missing"),
+        }
+        next_counters.push(present);
+    }
+    db.close().unwrap();
+    Verified { next_counters }
+}
+
+#[test]
+fn kill9_loop() {
+    let cycles: usize = std::env::var("CAIRN_KILL9_CYCLES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(20);
+    let reset_every: usize = std::env::var("CAIRN_KILL9_RESET_EVERY")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(25)
+        .max(1);
+    let base = std::env::temp_dir().join(format!("cairn-kill9-{}", std::process::id()));
+    let mut rng = SmallRng::seed_from_u64(
+        std::env::var("CAIRN_KILL9_SEED")
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(9),
+    );
+    let executable = std::env::current_exe().unwrap();
+    let mut directory = PathBuf::new();
+    let mut counters = vec![0u64; WRITERS as usize];
+    let (mut total_acked, mut during_recovery) = (0u64, 0usize);
+    let started = Instant::now();
+    for cycle in 0..cycles {
+        if cycle % reset_every == 0 {
+            let _ = std::fs::remove_dir_all(&directory);
+            directory = base.join(format!("db{cycle}"));
+            counters = vec![0; WRITERS as usize];
+        }
+        let start: Vec<String> = counters.iter().map(u64::to_string).collect();
+        let mut child = Command::new(&executable)
+            .args(["kill9_child", "--exact", "--nocapture", "--test-threads=1"])
+            .env("CAIRN_KILL9_CHILD", &directory)
+            .env("CAIRN_KILL9_START", start.join(","))
+            .env("RUST_BACKTRACE", "0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let acked: Arc<Mutex<Vec<Option<u64>>>> =
+            Arc::new(Mutex::new(vec![None; WRITERS as usize]));
+        let ready = Arc::new(Mutex::new(None::<Instant>));
+        let reader = {
+            let acked = Arc::clone(&acked);
+            let ready = Arc::clone(&ready);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    // libtest may print "test kill9_child ... " on the same line.
+                    if line.ends_with("ready") {
+                        *ready.lock().unwrap() = Some(Instant::now());
+                    } else if let Some(rest) = line.strip_prefix("ack ") {
+                        let mut parts = rest.split(' ');
+                        let writer: usize = parts.next().unwrap().parse().unwrap();
+                        let counter: u64 = parts.next().unwrap().parse().unwrap();
+                        acked.lock().unwrap()[writer] = Some(counter);
+                    }
+                }
+            })
+        };
+        if rng.gen_ratio(1, 8) {
+            // Kill during recovery (or just after): no waiting for "ready".
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..40)));
+            during_recovery += 1;
+        } else {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while ready.lock().unwrap().is_none() {
+                assert!(Instant::now() < deadline, "child never became ready");
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("cycle {cycle}: child exited early: {status}");
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(rng.gen_range(20..400)));
+        }
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        assert!(
+            !status.success(),
+            "cycle {cycle}: child finished on its own"
+        );
+        let acked = acked.lock().unwrap().clone();
+        for (writer, acked) in acked.iter().enumerate() {
+            if let Some(acked) = acked {
+                total_acked += acked + 1 - counters[writer];
+            }
+        }
+        counters = verify(&directory, &acked, cycle).next_counters;
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    eprintln!(
+        "kill9_loop: {cycles} cycles ({during_recovery} killed during recovery), {total_acked} acknowledged writes verified, 0 violations, {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
