@@ -447,60 +447,36 @@ impl Db {
     /// counts as 0) and returns the new value. Fails with `InvalidArgument` if the value is not
     /// an integer or the sum overflows.
     pub fn increment(&self, key: &[u8], delta: i64) -> Result<i64> {
-        let mut failure = None;
-        let mut result = 0i64;
-        self.inner
-            .read_modify_write(
-                key,
-                &mut |current| match parse_counter(current).and_then(|value| {
-                    value
-                        .checked_add(delta)
-                        .ok_or_else(|| "increment overflows a 64-bit integer".to_string())
-                }) {
-                    Ok(value) => {
-                        failure = None;
-                        result = value;
-                        Update::Put(value.to_string().into_bytes())
-                    }
-                    Err(message) => {
-                        failure = Some(message);
-                        Update::Keep
-                    }
-                },
-            )?;
-        match failure {
-            Some(message) => Err(Error::InvalidArgument(message)),
-            None => Ok(result),
-        }
+        self.increment_with(key, delta, false)
     }
 
     /// `increment` through the lock-striped baseline (benchmarks only: cLSM §5.1 compares the
     /// optimistic RMW with this).
     pub fn increment_striped(&self, key: &[u8], delta: i64) -> Result<i64> {
-        let mut failure = None;
-        let mut result = 0i64;
-        self.inner
-            .read_modify_write_striped(
-                key,
-                &mut |current| match parse_counter(current).and_then(|value| {
-                    value
-                        .checked_add(delta)
-                        .ok_or_else(|| "increment overflows a 64-bit integer".to_string())
-                }) {
-                    Ok(value) => {
-                        result = value;
-                        Update::Put(value.to_string().into_bytes())
-                    }
-                    Err(message) => {
-                        failure = Some(message);
-                        Update::Keep
-                    }
-                },
-            )?;
-        match failure {
-            Some(message) => Err(Error::InvalidArgument(message)),
-            None => Ok(result),
+        self.increment_with(key, delta, true)
+    }
+
+    fn increment_with(&self, key: &[u8], delta: i64, striped: bool) -> Result<i64> {
+        // The decision may run several times (optimistic retries); the last run's outcome
+        // is the one that took effect.
+        let mut outcome: std::result::Result<i64, String> = Ok(0);
+        let mut decide = |current: Option<&[u8]>| {
+            outcome = parse_counter(current).and_then(|value| {
+                value
+                    .checked_add(delta)
+                    .ok_or_else(|| "increment overflows a 64-bit integer".to_string())
+            });
+            match &outcome {
+                Ok(value) => Update::Put(value.to_string().into_bytes()),
+                Err(_) => Update::Keep,
+            }
+        };
+        if striped {
+            self.inner.read_modify_write_striped(key, &mut decide)?;
+        } else {
+            self.inner.read_modify_write(key, &mut decide)?;
         }
+        outcome.map_err(Error::InvalidArgument)
     }
 
     /// A consistent view of the current state, kept until dropped.
