@@ -192,8 +192,11 @@ impl Engine for LevelEngine {
             while seen < count && leveldb_iter_valid(cursor) != 0 {
                 let mut key_length: size_t = 0;
                 let mut value_length: size_t = 0;
-                let key = leveldb_iter_key(cursor, &mut key_length);
-                let value = leveldb_iter_value(cursor, &mut value_length);
+                // leveldb-sys declares these out-parameters `*const`, but LevelDB writes
+                // through them: pass pointers derived from `&mut`.
+                let key = leveldb_iter_key(cursor, ptr::addr_of_mut!(key_length).cast_const());
+                let value =
+                    leveldb_iter_value(cursor, ptr::addr_of_mut!(value_length).cast_const());
                 visit(
                     std::slice::from_raw_parts(key as *const u8, key_length),
                     std::slice::from_raw_parts(value as *const u8, value_length),
@@ -202,7 +205,7 @@ impl Engine for LevelEngine {
                 leveldb_iter_next(cursor);
             }
             let mut error: *const c_char = ptr::null();
-            leveldb_iter_get_error(cursor, &mut error);
+            leveldb_iter_get_error(cursor, ptr::addr_of_mut!(error).cast_const());
             leveldb_iter_destroy(cursor);
             check(error as *mut c_char, "scan")?;
         }
