@@ -60,6 +60,8 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
         "background: 1 thread for flush and compaction (fixed)".to_string(),
         "flush: not in the C API (memtable stays in memory until full)".to_string(),
         "max_open_files=1000 (default)".to_string(),
+        "verify_checksums=true on reads (as cairn and RocksDB; LevelDB's default is false)"
+            .to_string(),
     ]
 }
 
@@ -101,6 +103,8 @@ impl LevelEngine {
                 ptr::null_mut()
             };
             let read_options = leveldb_readoptions_create();
+            // cairn and RocksDB verify block checksums on every read by default.
+            leveldb_readoptions_set_verify_checksums(read_options, 1);
             let write_options = leveldb_writeoptions_create();
             leveldb_writeoptions_set_sync(write_options, u8::from(config.sync));
             let mut engine = LevelEngine {

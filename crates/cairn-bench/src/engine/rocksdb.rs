@@ -50,6 +50,7 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
         "max_bytes_for_level_multiplier=10, level_compaction_dynamic_level_bytes=false".to_string(),
         format!("level0 triggers compaction/slowdown/stop={l0_trigger}/{l0_slowdown}/{l0_stop}"),
         format!("max_background_jobs={BACKGROUND_JOBS}"),
+        "verify_checksums=true on reads (RocksDB default)".to_string(),
         "other options: RocksDB defaults".to_string(),
     ]
 }
