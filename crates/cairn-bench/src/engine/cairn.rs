@@ -1,0 +1,142 @@
+//! cairn through its public `Db` API.
+
+use super::{Engine, EngineConfig};
+use crate::error::Result;
+use cairn::{Compression, Db, Options, ReadOptions, WriteOptions};
+use std::path::Path;
+
+/// A cairn database.
+#[derive(Debug)]
+pub struct CairnEngine {
+    db: Db,
+    write_options: WriteOptions,
+}
+
+fn options(config: &EngineConfig) -> Options {
+    let (l0_trigger, l0_slowdown, l0_stop) = config.level0_triggers;
+    Options {
+        write_buffer_size_bytes: config.write_buffer_size,
+        max_immutable_memtables: config.max_immutable_memtables,
+        wal_enabled: config.wal,
+        block_size_bytes: config.block_size,
+        bloom_bits_per_key: config.bloom_bits,
+        block_cache_size_bytes: config.block_cache_size,
+        // Compression is off for every engine: the comparison is about the engines'
+        // structure, not codecs.
+        compression: Compression::None,
+        target_file_size_bytes: config.target_file_size,
+        level0_compaction_trigger: l0_trigger,
+        level0_slowdown_trigger: l0_slowdown,
+        level0_stop_trigger: l0_stop,
+        level1_size_bytes_max: config.level1_size,
+        ..Options::default()
+    }
+}
+
+/// The option mapping printed at startup.
+pub fn mapping(config: &EngineConfig) -> Vec<String> {
+    let options = options(config);
+    vec![
+        format!(
+            "write_buffer_size_bytes={}",
+            options.write_buffer_size_bytes
+        ),
+        format!(
+            "max_immutable_memtables={}",
+            options.max_immutable_memtables
+        ),
+        format!("block_cache_size_bytes={}", options.block_cache_size_bytes),
+        format!("bloom_bits_per_key={}", options.bloom_bits_per_key),
+        format!("block_size_bytes={}", options.block_size_bytes),
+        format!("compression={:?}", options.compression),
+        format!("wal_enabled={} sync={}", options.wal_enabled, config.sync),
+        format!("target_file_size_bytes={}", options.target_file_size_bytes),
+        format!("level1_size_bytes_max={}", options.level1_size_bytes_max),
+        format!(
+            "level0 triggers compaction/slowdown/stop={}/{}/{}",
+            options.level0_compaction_trigger,
+            options.level0_slowdown_trigger,
+            options.level0_stop_trigger
+        ),
+        "background: 1 flush thread + 1 compaction thread (fixed)".to_string(),
+        format!("verify_checksums={}", options.verify_checksums),
+    ]
+}
+
+impl CairnEngine {
+    /// Opens (creates) a database in `dir`.
+    pub fn open(dir: &Path, config: &EngineConfig) -> Result<Self> {
+        let db = Db::open(dir, options(config))?;
+        Ok(CairnEngine {
+            db,
+            write_options: WriteOptions { sync: config.sync },
+        })
+    }
+}
+
+impl Engine for CairnEngine {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put_with(&self.write_options, key, value)?)
+    }
+
+    fn read_modify_write(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        // cairn's optimistic, atomic read-modify-write (cLSM Algorithm 3).
+        let mut found = false;
+        self.db.update(key, |current| {
+            found = current.is_some();
+            Some(super::derive_value(current, value))
+        })?;
+        Ok(found)
+    }
+
+    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        match self.db.get(key)? {
+            Some(found) => {
+                *value = found;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        Ok(self.db.delete_with(&self.write_options, key)?)
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        let mut cursor = self
+            .db
+            .iter(&ReadOptions::default(), None, Some(start), None)?;
+        cursor.seek(start);
+        let mut seen = 0;
+        while seen < count && cursor.valid() {
+            visit(cursor.key(), cursor.value());
+            seen += 1;
+            cursor.next();
+        }
+        cursor.status()?;
+        Ok(seen)
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(self.db.flush()?)
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        self.db
+            .stats()
+            .counters
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect()
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(self.db.close()?)
+    }
+}

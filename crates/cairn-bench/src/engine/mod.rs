@@ -1,0 +1,143 @@
+//! The one trait every engine under test implements, and opening engines by name.
+//!
+//! One file per engine. Peers are compiled only with their cargo feature (`rocksdb`,
+//! `leveldb`), so the default build never touches their C++ sources.
+
+use crate::error::{BenchError, Result};
+use std::path::Path;
+
+pub mod cairn;
+#[cfg(feature = "leveldb")]
+pub mod leveldb;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb;
+
+/// The options shared by every engine, mapped onto each as closely as it allows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineConfig {
+    /// Memtable (memory component) size.
+    pub write_buffer_size: usize,
+    /// Block cache capacity.
+    pub block_cache_size: usize,
+    /// Bloom filter bits per key (0: no filter).
+    pub bloom_bits: usize,
+    /// Data block size.
+    pub block_size: usize,
+    /// Write-ahead log on.
+    pub wal: bool,
+    /// fdatasync every write.
+    pub sync: bool,
+    /// Target SSTable size.
+    pub target_file_size: u64,
+    /// Level-1 size limit.
+    pub level1_size: u64,
+    /// Level-0 file counts: compaction trigger, slowdown, stop.
+    pub level0_triggers: (usize, usize, usize),
+    /// Sealed memtables that may wait for flush.
+    pub max_immutable_memtables: usize,
+}
+
+/// The value a read-modify-write stores: `value` with its first byte XORed with the current
+/// value's first byte.
+pub fn derive_value(current: Option<&[u8]>, value: &[u8]) -> Vec<u8> {
+    let mut derived = value.to_vec();
+    if let (Some(first), Some(current_first)) = (
+        derived.first_mut(),
+        current.and_then(|current| current.first()),
+    ) {
+        *first ^= current_first;
+    }
+    derived
+}
+
+/// A key-value engine as the benchmark sees it. Every method may be called from many threads.
+pub trait Engine: Send + Sync {
+    /// Sets `key` to `value`.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Copies the value of `key` into `value`; false if absent.
+    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
+    /// Removes `key`.
+    fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Visits up to `count` entries with key ≥ `start`, ascending; returns how many.
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize>;
+    /// Replaces the value of `key` by `value` as one read-modify-write: `value` is stored
+    /// with its first byte XORed with the current value's first byte (so the result depends
+    /// on the read). Returns whether the key existed. Engines without an atomic
+    /// read-modify-write fall back to get + put, which is *not* atomic (the default).
+    fn read_modify_write(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let mut current = Vec::new();
+        let found = self.get(key, &mut current)?;
+        self.put(
+            key,
+            &derive_value(found.then_some(current.as_slice()), value),
+        )?;
+        Ok(found)
+    }
+    /// Writes the memtable to disk and waits for it, where the engine allows.
+    fn flush(&self) -> Result<()>;
+    /// Engine-internal counters worth reporting (name, value).
+    fn counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+    /// Closes the engine, reporting errors from the shutdown.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// Engines this binary was built with.
+pub fn available() -> Vec<&'static str> {
+    let mut names = vec!["cairn"];
+    if cfg!(feature = "rocksdb") {
+        names.push("rocksdb");
+    }
+    if cfg!(feature = "leveldb") {
+        names.push("leveldb");
+    }
+    names
+}
+
+/// Checks that `name` is an engine this binary can open.
+pub fn check_name(name: &str) -> Result<()> {
+    match name {
+        "cairn" => Ok(()),
+        "rocksdb" if cfg!(feature = "rocksdb") => Ok(()),
+        "leveldb" if cfg!(feature = "leveldb") => Ok(()),
+        "rocksdb" | "leveldb" => Err(BenchError::new(format!(
+            "engine `{name}` was not compiled in: rebuild with `--features {name}` (see bench/README.md)"
+        ))),
+        other => Err(BenchError::new(format!(
+            "unknown engine `{other}` (known: cairn, rocksdb, leveldb; built: {})",
+            available().join(", ")
+        ))),
+    }
+}
+
+/// How each option is mapped for engine `name`, one line per option.
+pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
+    match name {
+        "cairn" => cairn::mapping(config),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => rocksdb::mapping(config),
+        #[cfg(feature = "leveldb")]
+        "leveldb" => leveldb::mapping(config),
+        _ => vec!["(not compiled in)".to_string()],
+    }
+}
+
+/// Opens engine `name` on a fresh directory `dir`.
+pub fn open(name: &str, dir: &Path, config: &EngineConfig) -> Result<Box<dyn Engine>> {
+    check_name(name)?;
+    #[cfg(feature = "rocksdb")]
+    if name == "rocksdb" {
+        return Ok(Box::new(rocksdb::RocksEngine::open(dir, config)?));
+    }
+    #[cfg(feature = "leveldb")]
+    if name == "leveldb" {
+        return Ok(Box::new(leveldb::LevelEngine::open(dir, config)?));
+    }
+    Ok(Box::new(cairn::CairnEngine::open(dir, config)?))
+}

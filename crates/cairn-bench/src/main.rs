@@ -1,0 +1,595 @@
+//! `cairn-bench`: cairn against its peers, same machine, same run.
+//!
+//! db_bench benchmark names and flags, YCSB A–F and the cLSM / FloDB workloads; engines by
+//! name; warm-up, then repetitions interleaved across engines; medians, min–max, ratios to the
+//! first engine; a table, JSON and PNG plots. See `bench/README.md`.
+
+mod engine;
+mod error;
+mod keys;
+mod plot;
+mod report;
+mod runner;
+mod workloads;
+
+use clap::{ArgAction, Parser};
+use engine::EngineConfig;
+use error::{BenchError, Context, Result};
+use hdrhistogram::Histogram;
+use report::{Machine, Report, ResultEntry, Summary};
+use runner::{DbState, Measurement, Params};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use workloads::{Preload, Workload};
+
+fn parse_bool(text: &str) -> std::result::Result<bool, String> {
+    match text {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        other => Err(format!("expected true/false or 1/0, got `{other}`")),
+    }
+}
+
+fn parse_threads(text: &str) -> std::result::Result<Vec<usize>, String> {
+    let mut threads = Vec::new();
+    for part in text
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+    {
+        let count: usize = part
+            .parse()
+            .map_err(|_| format!("`{part}` is not a thread count"))?;
+        if count == 0 {
+            return Err("thread counts must be at least 1".to_string());
+        }
+        threads.push(count);
+    }
+    if threads.is_empty() {
+        return Err("no thread count given".to_string());
+    }
+    Ok(threads)
+}
+
+/// Benchmarks cairn against RocksDB and LevelDB with db_bench, YCSB and paper workloads.
+#[derive(Debug, Parser)]
+#[command(name = "cairn-bench", version)]
+struct Args {
+    /// Engines, comma separated; ratios are to the first (cairn, rocksdb, leveldb).
+    #[arg(long, default_value = "cairn")]
+    engines: String,
+    /// Workloads, comma separated, run in order on one database per (engine, threads);
+    /// `list` prints them all.
+    #[arg(long, default_value = "fillrandom,readrandom")]
+    benchmarks: String,
+    /// Key space: keys written by fill benchmarks, YCSB record count.
+    #[arg(long, default_value_t = 1_000_000)]
+    num: u64,
+    /// Operations of read and mixed workloads (YCSB operation count); default --num.
+    #[arg(long)]
+    reads: Option<u64>,
+    /// Thread counts to run, comma separated (e.g. 1,2,16).
+    #[arg(long, default_value = "1", value_parser = parse_threads)]
+    threads: Vec<Vec<usize>>,
+    /// Key size in bytes (at least 8).
+    #[arg(long = "key_size", default_value_t = 16)]
+    key_size: usize,
+    /// Value size in bytes.
+    #[arg(long = "value_size", default_value_t = 100)]
+    value_size: usize,
+    /// fdatasync every write.
+    #[arg(long, default_value = "false", num_args = 0..=1, default_missing_value = "true",
+          value_parser = parse_bool, action = ArgAction::Set)]
+    sync: bool,
+    /// Turn the write-ahead log off (LevelDB cannot; it keeps its WAL).
+    #[arg(long = "disable_wal", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
+    disable_wal: bool,
+    /// Memtable (memory component) size in bytes.
+    #[arg(long = "write_buffer_size", default_value_t = 64 << 20)]
+    write_buffer_size: usize,
+    /// Bloom filter bits per key (0: none).
+    #[arg(long = "bloom_bits", default_value_t = 10)]
+    bloom_bits: usize,
+    /// Block cache size in bytes.
+    #[arg(long = "cache_size", default_value_t = 64 << 20)]
+    cache_size: usize,
+    /// Data block size in bytes.
+    #[arg(long = "block_size", default_value_t = 4096)]
+    block_size: usize,
+    /// Run each measured phase this many seconds instead of a count (0: use counts).
+    #[arg(long, default_value_t = 0.0)]
+    duration: f64,
+    /// Entries read after each seek in seekrandom.
+    #[arg(long = "seek_nexts", default_value_t = 0)]
+    seek_nexts: usize,
+    /// Measured repetitions, interleaved across engines (A B A B ...).
+    #[arg(long, default_value_t = 3)]
+    repetitions: usize,
+    /// Run every engine once at --num/10 before measuring (discarded).
+    #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true",
+          value_parser = parse_bool, action = ArgAction::Set)]
+    warmup: bool,
+    /// Seed of every random choice (same keys and values for every engine).
+    #[arg(long, default_value_t = 301)]
+    seed: u64,
+    /// Flush the memtable after an unmeasured load (LevelDB cannot).
+    #[arg(long = "flush_after_load", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
+    flush_after_load: bool,
+    /// Directory under which each engine's database is created (wiped before each run).
+    #[arg(long, default_value = "/tmp/cairn-bench-db")]
+    db: PathBuf,
+    /// Directory for results.json and the PNG plots.
+    #[arg(long, default_value = "cairn-bench-out")]
+    out: PathBuf,
+    /// Path of the JSON results (default OUT/results.json).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Skip the PNG plots.
+    #[arg(long = "no_plots")]
+    no_plots: bool,
+    /// Progress bars on standard error (hidden anyway when it is not a terminal).
+    #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true",
+          value_parser = parse_bool, action = ArgAction::Set)]
+    progress: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("cairn-bench: error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One (benchmark, threads, engine) cell being filled.
+struct Cell {
+    benchmark: usize,
+    threads: usize,
+    engine: usize,
+    runs: Vec<Measurement>,
+    histogram: Histogram<u64>,
+}
+
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn fresh_dir(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).context(format!("removing {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).context(format!("creating {}", dir.display()))
+}
+
+struct RunContext<'a> {
+    config: &'a EngineConfig,
+    workloads: &'a [Workload],
+    db_root: &'a Path,
+    progress: bool,
+}
+
+/// Runs the workload sequence for one engine and thread count on a fresh database.
+fn run_sequence(
+    context: &RunContext<'_>,
+    engine_name: &str,
+    threads: usize,
+    params: &Params,
+    tag: &str,
+    mut sink: impl FnMut(usize, runner::PhaseOutput),
+) -> Result<()> {
+    let dir = context.db_root.join(engine_name);
+    fresh_dir(&dir)?;
+    let mut engine = engine::open(engine_name, &dir, context.config)
+        .map_err(|error| error.context(format!("opening {engine_name} in {}", dir.display())))?;
+    let mut state = DbState::default();
+    for (index, workload) in context.workloads.iter().enumerate() {
+        let needs_fresh = matches!(
+            workload.preload,
+            Preload::Fresh | Preload::Sequential | Preload::Half
+        );
+        if needs_fresh && state.used {
+            engine.close()?;
+            fresh_dir(&dir)?;
+            engine = engine::open(engine_name, &dir, context.config)?;
+            state = DbState::default();
+        }
+        let load = match workload.preload {
+            Preload::Sequential | Preload::Half => Some(workload.preload),
+            Preload::Existing if !state.loaded => Some(Preload::Existing),
+            _ => None,
+        };
+        if let Some(kind) = load {
+            runner::load(
+                engine.as_ref(),
+                params,
+                &mut state,
+                kind,
+                threads,
+                &dir,
+                context.progress,
+            )
+            .map_err(|error| error.context(format!("{engine_name} load for {}", workload.name)))?;
+        }
+        let label = format!("{tag} {engine_name} {} t={threads}", workload.name);
+        let output = runner::measure(
+            engine.as_ref(),
+            params,
+            &mut state,
+            workload,
+            threads,
+            &dir,
+            context.progress.then_some(label.as_str()),
+        )
+        .map_err(|error| error.context(format!("{engine_name} {}", workload.name)))?;
+        sink(index, output);
+    }
+    engine.close()?;
+    std::fs::remove_dir_all(&dir).context(format!("removing {}", dir.display()))?;
+    Ok(())
+}
+
+fn run(args: Args) -> Result<()> {
+    if args.benchmarks == "list" {
+        print!("{}", workloads::describe());
+        return Ok(());
+    }
+    let workloads = workloads::parse_list(&args.benchmarks)?;
+    let engines: Vec<String> = args
+        .engines
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .collect();
+    if engines.is_empty() {
+        return Err(BenchError::new("--engines names no engine"));
+    }
+    for name in &engines {
+        engine::check_name(name)?;
+    }
+    let threads: Vec<usize> = args.threads.iter().flatten().copied().collect();
+    if args.key_size < keys::MIN_KEY_SIZE || args.key_size > 64 * 1024 {
+        return Err(BenchError::new("--key_size must be between 8 and 65536"));
+    }
+    if args.num == 0 {
+        return Err(BenchError::new("--num must be at least 1"));
+    }
+    if args.repetitions == 0 {
+        return Err(BenchError::new("--repetitions must be at least 1"));
+    }
+    let params = Params {
+        num: args.num,
+        reads: args.reads.unwrap_or(args.num),
+        key_size: args.key_size,
+        value_size: args.value_size,
+        seek_nexts: args.seek_nexts,
+        duration: args.duration,
+        seed: args.seed,
+        flush_after_load: args.flush_after_load,
+    };
+    let config = EngineConfig {
+        write_buffer_size: args.write_buffer_size,
+        block_cache_size: args.cache_size,
+        bloom_bits: args.bloom_bits,
+        block_size: args.block_size,
+        wal: !args.disable_wal,
+        sync: args.sync,
+        target_file_size: 64 << 20,
+        level1_size: 256 << 20,
+        level0_triggers: (4, 12, 20),
+        max_immutable_memtables: 4,
+    };
+    let machine = Machine::detect();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let date = report::utc_now();
+    println!("cairn-bench {date}");
+    println!("command: {command}");
+    println!(
+        "machine: {} CPUs ({}), {} GiB, kernel {}, load average {:.2}; commit {}",
+        machine.cpus,
+        machine.cpu_model,
+        machine.memory_gib,
+        machine.kernel,
+        machine.load_average_start,
+        commit()
+    );
+    println!(
+        "sizes: num={} reads={} key_size={} value_size={} threads={:?} repetitions={} warmup={} seed={}",
+        params.num,
+        params.reads,
+        params.key_size,
+        params.value_size,
+        threads,
+        args.repetitions,
+        args.warmup,
+        params.seed
+    );
+    let mapping: Vec<(String, Vec<String>)> = engines
+        .iter()
+        .map(|name| (name.clone(), engine::mapping(name, &config)))
+        .collect();
+    println!("option mapping:");
+    for (name, lines) in &mapping {
+        println!("  {name}:");
+        for line in lines {
+            println!("    {line}");
+        }
+    }
+    for workload in &workloads {
+        if let Some(note) = workload.note {
+            println!("note: {}: {note}", workload.name);
+        }
+    }
+    let context = RunContext {
+        config: &config,
+        workloads: &workloads,
+        db_root: &args.db,
+        progress: args.progress,
+    };
+    std::fs::create_dir_all(&args.db).context(format!("creating {}", args.db.display()))?;
+
+    if args.warmup {
+        let warm = Params {
+            num: (params.num / 10).max(1000),
+            reads: (params.reads / 10).max(1000),
+            duration: params.duration.min(1.0),
+            ..params.clone()
+        };
+        for name in &engines {
+            eprintln!("warm-up: {name}");
+            run_sequence(&context, name, threads[0], &warm, "warm-up", |_, _| {})?;
+        }
+    }
+
+    let mut cells: Vec<Cell> = Vec::new();
+    for benchmark in 0..workloads.len() {
+        for &thread_count in &threads {
+            for engine in 0..engines.len() {
+                cells.push(Cell {
+                    benchmark,
+                    threads: thread_count,
+                    engine,
+                    runs: Vec::new(),
+                    histogram: runner::new_histogram()?,
+                });
+            }
+        }
+    }
+    for repetition in 0..args.repetitions {
+        for &thread_count in &threads {
+            for (engine_index, name) in engines.iter().enumerate() {
+                let tag = format!("rep {}/{}", repetition + 1, args.repetitions);
+                let mut failure = None;
+                run_sequence(
+                    &context,
+                    name,
+                    thread_count,
+                    &params,
+                    &tag,
+                    |index, output| {
+                        if let Some(cell) = cells.iter_mut().find(|cell| {
+                            cell.benchmark == index
+                                && cell.threads == thread_count
+                                && cell.engine == engine_index
+                        }) {
+                            let measurement = output.measurement;
+                            eprintln!(
+                                "  {tag} {name} {} t={thread_count}: {:.0} ops/s, p99 {:.1} us",
+                                workloads[index].name, measurement.ops_per_sec, measurement.p99_us
+                            );
+                            cell.runs.push(measurement);
+                            if let Err(error) = cell.histogram.add(&output.histogram) {
+                                failure =
+                                    Some(BenchError::new(format!("histogram merge: {error}")));
+                            }
+                        }
+                    },
+                )?;
+                if let Some(error) = failure {
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    let mut results = Vec::new();
+    for cell in &cells {
+        let summary = Summary::of(&cell.runs);
+        let first = cells
+            .iter()
+            .find(|other| {
+                other.benchmark == cell.benchmark
+                    && other.threads == cell.threads
+                    && other.engine == 0
+            })
+            .map(|other| Summary::of(&other.runs).ops_per_sec.median)
+            .unwrap_or(0.0);
+        let ratio = if first > 0.0 {
+            summary.ops_per_sec.median / first
+        } else {
+            0.0
+        };
+        let latency_cdf = if cell.histogram.is_empty() {
+            Vec::new()
+        } else {
+            [
+                0.0, 1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 97.0,
+                99.0, 99.5, 99.9, 99.95, 99.99, 100.0,
+            ]
+            .iter()
+            .map(|&percentile| {
+                let nanos = cell.histogram.value_at_percentile(percentile);
+                (percentile, nanos as f64 / 1000.0)
+            })
+            .collect()
+        };
+        let workload = &workloads[cell.benchmark];
+        results.push(ResultEntry {
+            benchmark: workload.name.to_string(),
+            threads: cell.threads,
+            engine: engines[cell.engine].clone(),
+            note: workload.note.map(str::to_string),
+            runs: cell.runs.clone(),
+            summary,
+            ratio_to_first: ratio,
+            latency_cdf,
+        });
+    }
+    let mut machine = machine;
+    machine.load_average_end = report::load_average();
+    let report = Report {
+        date_utc: date,
+        command,
+        commit: commit(),
+        machine,
+        params,
+        config,
+        mapping,
+        engines,
+        threads,
+        repetitions: args.repetitions,
+        results,
+    };
+    println!();
+    println!(
+        "results: median of {} repetitions [min-max]; ratio = ops/s / {}'s; latencies per operation; \
+         w-amp = bytes written to storage / key+value bytes written",
+        report.repetitions, report.engines[0]
+    );
+    println!(
+        "load average: {:.2} at start, {:.2} at end (2 cores: anything else running shows in the figures)",
+        report.machine.load_average_start, report.machine.load_average_end
+    );
+    print!("{}", report::table(&report));
+
+    std::fs::create_dir_all(&args.out).context(format!("creating {}", args.out.display()))?;
+    let json_path = args
+        .json
+        .clone()
+        .unwrap_or_else(|| args.out.join("results.json"));
+    let json = serde_json::to_string_pretty(&report)?;
+    std::fs::write(&json_path, json).context(format!("writing {}", json_path.display()))?;
+    println!("json: {}", json_path.display());
+    if !args.no_plots {
+        for path in plot::write_all(&report, &args.out)? {
+            println!("plot: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_params(duration: f64) -> Params {
+        Params {
+            num: 3000,
+            reads: 2000,
+            key_size: 16,
+            value_size: 64,
+            seek_nexts: 2,
+            duration,
+            seed: 7,
+            flush_after_load: true,
+        }
+    }
+
+    fn config() -> EngineConfig {
+        EngineConfig {
+            write_buffer_size: 64 << 10,
+            block_cache_size: 1 << 20,
+            bloom_bits: 10,
+            block_size: 4096,
+            wal: true,
+            sync: false,
+            target_file_size: 256 << 10,
+            level1_size: 1 << 20,
+            level0_triggers: (4, 12, 20),
+            max_immutable_memtables: 4,
+        }
+    }
+
+    fn run_all(names: &str, params: &Params, threads: usize) -> Vec<(usize, Measurement)> {
+        let root = std::env::temp_dir().join(format!(
+            "cairn-bench-test-{}-{}",
+            std::process::id(),
+            names.len()
+        ));
+        let workloads = workloads::parse_list(names).unwrap();
+        let config = config();
+        let context = RunContext {
+            config: &config,
+            workloads: &workloads,
+            db_root: &root,
+            progress: false,
+        };
+        let mut seen = Vec::new();
+        run_sequence(
+            &context,
+            "cairn",
+            threads,
+            params,
+            "test",
+            |index, output| {
+                seen.push((index, output.measurement));
+            },
+        )
+        .unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(seen.len(), workloads.len());
+        seen
+    }
+
+    #[test]
+    fn every_counted_workload_runs_on_cairn() {
+        let names: Vec<&str> = workloads::catalogue()
+            .iter()
+            .map(|workload| workload.name)
+            .filter(|name| *name != "flodb_burst")
+            .collect();
+        let results = run_all(&names.join(","), &small_params(0.0), 2);
+        for (index, measurement) in &results {
+            assert!(measurement.ops > 0, "{} ran no operation", names[*index]);
+        }
+        let by_name = |name: &str| {
+            let index = names.iter().position(|other| *other == name).unwrap();
+            results
+                .iter()
+                .find(|(other, _)| *other == index)
+                .map(|(_, measurement)| measurement.clone())
+                .unwrap()
+        };
+        // fillseq writes every key; readrandom on top of later fills finds most of them.
+        assert_eq!(by_name("fillseq").ops, 3000);
+        assert!(by_name("readrandom").found > 0);
+        assert_eq!(by_name("readseq").ops, by_name("readseq").ops.min(3000));
+        // readwhilewriting measures the readers and counts the writer apart.
+        assert_eq!(by_name("readwhilewriting").ops, 2000);
+    }
+
+    #[test]
+    fn timed_workloads_stop_on_time() {
+        let started = std::time::Instant::now();
+        let results = run_all("flodb_burst,ycsb_a", &small_params(0.3), 2);
+        assert!(results.iter().all(|(_, measurement)| measurement.ops > 0));
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn engine_names_are_checked() {
+        assert!(engine::check_name("cairn").is_ok());
+        assert!(engine::check_name("nosuchdb").is_err());
+    }
+}

@@ -1,0 +1,332 @@
+//! Medians, min–max, ratios, the text table and the JSON document.
+
+use crate::engine::EngineConfig;
+use crate::runner::{Measurement, Params};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Median and range of one figure over the repetitions.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Stat {
+    /// Median (mean of the middle two for an even count).
+    pub median: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Stat {
+    /// The statistic of `values` (all zero when empty).
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Stat {
+        let mut values: Vec<f64> = values.into_iter().collect();
+        if values.is_empty() {
+            return Stat::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        Stat {
+            median,
+            min: values[0],
+            max: values[n - 1],
+        }
+    }
+}
+
+/// Every figure summarised over the repetitions.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    /// Operations per second.
+    pub ops_per_sec: Stat,
+    /// Keys accessed per second.
+    pub keys_per_sec: Stat,
+    /// Latency p50 (µs).
+    pub p50_us: Stat,
+    /// Latency p99 (µs).
+    pub p99_us: Stat,
+    /// Latency p99.9 (µs).
+    pub p999_us: Stat,
+    /// Disk bytes written / logical bytes.
+    pub write_amplification: Stat,
+    /// Space used at the end of the phase (bytes).
+    pub space_bytes: Stat,
+    /// Fraction of point reads that found their key.
+    pub found_fraction: Stat,
+}
+
+impl Summary {
+    /// Summarises `runs`.
+    pub fn of(runs: &[Measurement]) -> Summary {
+        let stat = |figure: fn(&Measurement) -> f64| Stat::of(runs.iter().map(figure));
+        Summary {
+            ops_per_sec: stat(|m| m.ops_per_sec),
+            keys_per_sec: stat(|m| m.keys_per_sec),
+            p50_us: stat(|m| m.p50_us),
+            p99_us: stat(|m| m.p99_us),
+            p999_us: stat(|m| m.p999_us),
+            write_amplification: stat(|m| m.write_amplification),
+            space_bytes: stat(|m| m.space_bytes as f64),
+            found_fraction: stat(|m| {
+                if m.reads == 0 {
+                    0.0
+                } else {
+                    m.found as f64 / m.reads as f64
+                }
+            }),
+        }
+    }
+}
+
+/// One (benchmark, threads, engine) cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultEntry {
+    /// Workload name.
+    pub benchmark: String,
+    /// Thread count.
+    pub threads: usize,
+    /// Engine name.
+    pub engine: String,
+    /// Caveat of the workload, if any.
+    pub note: Option<String>,
+    /// Every repetition.
+    pub runs: Vec<Measurement>,
+    /// Medians and ranges.
+    pub summary: Summary,
+    /// Median ops/s divided by the first engine's.
+    pub ratio_to_first: f64,
+    /// Latency CDF over all repetitions: (percentile, µs).
+    pub latency_cdf: Vec<(f64, f64)>,
+}
+
+/// The machine the run was on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// Memory in GiB.
+    pub memory_gib: f64,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// 1-minute load average when the run started (anything above ~0 on an idle machine
+    /// means other work shared the CPUs).
+    pub load_average_start: f64,
+    /// 1-minute load average when the run ended.
+    pub load_average_end: f64,
+}
+
+/// The 1-minute load average (0 if unknown).
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+impl Machine {
+    /// Reads /proc for what it can.
+    pub fn detect() -> Machine {
+        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+        let memory_kib = read("/proc/meminfo")
+            .lines()
+            .find_map(|line| line.strip_prefix("MemTotal:"))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(0.0);
+        let cpu_model = read("/proc/cpuinfo")
+            .lines()
+            .find_map(|line| line.strip_prefix("model name"))
+            .map(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().to_string())
+            .unwrap_or_else(|| "unknown".to_string());
+        Machine {
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            memory_gib: (memory_kib / (1024.0 * 1024.0) * 10.0).round() / 10.0,
+            cpu_model,
+            kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+            load_average_start: load_average(),
+            load_average_end: 0.0,
+        }
+    }
+}
+
+/// The whole JSON document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// UTC time the run started.
+    pub date_utc: String,
+    /// The command line.
+    pub command: String,
+    /// `git describe` of the working tree, if available.
+    pub commit: String,
+    /// Machine.
+    pub machine: Machine,
+    /// Workload sizes.
+    pub params: Params,
+    /// Engine options before mapping.
+    pub config: EngineConfig,
+    /// Option mapping per engine.
+    pub mapping: Vec<(String, Vec<String>)>,
+    /// Engines in order (ratios are to the first).
+    pub engines: Vec<String>,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// Measured repetitions.
+    pub repetitions: usize,
+    /// Every cell.
+    pub results: Vec<ResultEntry>,
+}
+
+fn human(value: f64) -> String {
+    if value >= 10_000_000.0 {
+        format!("{:.1}M", value / 1e6)
+    } else if value >= 10_000.0 {
+        format!("{:.0}k", value / 1e3)
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+fn micros(value: f64) -> String {
+    if value >= 1000.0 {
+        format!("{:.1}ms", value / 1000.0)
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// The results table (ratios to the first engine).
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<17} {:>3} {:<8} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
+        "benchmark",
+        "thr",
+        "engine",
+        "ops/s",
+        "[min-max]",
+        "ratio",
+        "keys/s",
+        "p50us",
+        "p99us",
+        "p99.9us",
+        "found",
+        "w-amp",
+        "spaceMiB"
+    );
+    let mut previous: Option<(&str, usize)> = None;
+    for entry in &report.results {
+        let group = (entry.benchmark.as_str(), entry.threads);
+        if previous.is_some() && previous != Some(group) {
+            out.push('\n');
+        }
+        previous = Some(group);
+        let summary = &entry.summary;
+        let found = if entry.runs.iter().any(|m| m.reads > 0) {
+            format!("{:.0}%", summary.found_fraction.median * 100.0)
+        } else {
+            "-".to_string()
+        };
+        let amplification = if entry.runs.iter().any(|m| m.logical_bytes > 0) {
+            format!("{:.2}", summary.write_amplification.median)
+        } else {
+            "-".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "{:<17} {:>3} {:<8} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8.0}",
+            entry.benchmark,
+            entry.threads,
+            entry.engine,
+            human(summary.ops_per_sec.median),
+            format!(
+                "[{}-{}]",
+                human(summary.ops_per_sec.min),
+                human(summary.ops_per_sec.max)
+            ),
+            entry.ratio_to_first,
+            human(summary.keys_per_sec.median),
+            micros(summary.p50_us.median),
+            micros(summary.p99_us.median),
+            micros(summary.p999_us.median),
+            found,
+            amplification,
+            summary.space_bytes.median / (1024.0 * 1024.0),
+        );
+    }
+    let notes: Vec<String> = {
+        let mut notes: Vec<String> = report
+            .results
+            .iter()
+            .filter_map(|entry| {
+                entry
+                    .note
+                    .as_ref()
+                    .map(|note| format!("{}: {note}", entry.benchmark))
+            })
+            .collect();
+        notes.dedup();
+        notes
+    };
+    for note in notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    out
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    let days = (seconds / 86_400) as i64;
+    let rest = seconds % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        (rest % 3600) / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_ranges() {
+        let stat = Stat::of([3.0, 1.0, 2.0]);
+        assert_eq!((stat.median, stat.min, stat.max), (2.0, 1.0, 3.0));
+        assert_eq!(Stat::of([1.0, 2.0, 3.0, 10.0]).median, 2.5);
+        assert_eq!(Stat::of(std::iter::empty()).median, 0.0);
+    }
+
+    #[test]
+    fn utc_date_is_well_formed() {
+        let now = utc_now();
+        assert_eq!(now.len(), 20);
+        assert!(now.starts_with("20"));
+        assert!(now.ends_with('Z'));
+    }
+}
