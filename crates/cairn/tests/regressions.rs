@@ -290,3 +290,42 @@ fn damaged_last_manifest_record_is_reported_not_silently_dropped() {
         Err(error) => panic!("unexpected error {error}"),
     }
 }
+
+/// Bug (found when the EIO sweep met the lock-free write path): a sync that failed inside
+/// `compact_range` returned the error to the caller but did not stop writes, although the
+/// directory or the MANIFEST may be in an unknown state — later writes were accepted. Fix:
+/// `Db::compact_range` sets the sticky error like the background compactor does.
+#[test]
+fn failed_manual_compaction_is_sticky() {
+    let fs = FaultFs::new();
+    let db = Db::open("/db", options(&fs)).unwrap();
+    for index in 0..400 {
+        db.put(&key(index), &[b'v'; 40]).unwrap();
+    }
+    db.flush().unwrap();
+    // Let the background compactor go quiet, so the fault lands in compact_range itself.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(db
+        .stats()
+        .levels
+        .iter()
+        .skip(1)
+        .any(|level| level.files > 0));
+    // Every manual compaction logs its edit to the MANIFEST and syncs it.
+    fs.set_plan(FaultPlan::Matching {
+        operation: "sync",
+        path_contains: "MANIFEST-",
+        skip: 0,
+        kind: FaultKind::Eio,
+        crash: false,
+    });
+    let compaction = db.compact_range(None, None);
+    assert!(
+        compaction.is_err(),
+        "the injected sync failure must reach the caller"
+    );
+    match db.put(b"after", b"1") {
+        Err(Error::WritesStopped { .. }) => {}
+        other => panic!("writes must stop after a failed sync in compaction, got {other:?}"),
+    }
+}
