@@ -1503,14 +1503,7 @@ impl DbInner {
             for file in &plan.inputs {
                 edit.added_files.push((
                     plan.output_level,
-                    crate::version::AddedFile {
-                        number: file.number,
-                        size_bytes: file.size_bytes,
-                        smallest: file.smallest.clone(),
-                        largest: file.largest.clone(),
-                        smallest_sequence: file.smallest_sequence,
-                        largest_sequence: file.largest_sequence,
-                    },
+                    crate::version::AddedFile::from_meta(file),
                 ));
             }
             self.apply_and_install(edit, None)?;

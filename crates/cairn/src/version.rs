@@ -90,17 +90,6 @@ impl FileMeta {
         let before_lower = lower.is_some_and(|lower| self.largest_user_key() < lower);
         !after_upper && !before_lower
     }
-
-    fn clone_without_table(&self) -> FileMeta {
-        FileMeta::new(
-            self.number,
-            self.size_bytes,
-            self.smallest.clone(),
-            self.largest.clone(),
-            self.smallest_sequence,
-            self.largest_sequence,
-        )
-    }
 }
 
 /// An immutable set of files per level.
@@ -248,7 +237,8 @@ impl AddedFile {
         )
     }
 
-    fn from_meta(meta: &FileMeta) -> Self {
+    /// The edit entry that re-adds `meta` (MANIFEST snapshots, trivial moves).
+    pub fn from_meta(meta: &FileMeta) -> Self {
         AddedFile {
             number: meta.number,
             size_bytes: meta.size_bytes,
@@ -711,11 +701,6 @@ fn set_current(file_system: &dyn FileSystem, directory: &Path, number: u64) -> R
     drop(file);
     file_system.rename(&temporary, &filename::current_path(directory))?;
     file_system.sync_dir(directory)
-}
-
-/// Copies a file's metadata without its opened table (for tests and snapshots).
-pub fn detached_copy(meta: &FileMeta) -> FileMeta {
-    meta.clone_without_table()
 }
 
 #[cfg(test)]
