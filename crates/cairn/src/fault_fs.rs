@@ -516,25 +516,13 @@ impl RandomAccessFile for FaultRandomAccessFile {
         if let Some(kind) = state.check("read", &self.path, false) {
             return Err(injected_error("read", &self.path, kind));
         }
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        let end = start.saturating_add(buffer.len());
         let visible = usize::try_from(self.size_bytes).unwrap_or(usize::MAX);
-        let source = state
+        let data = state
             .inodes
             .get(&self.inode)
             .and_then(|inode| inode.data.get(..visible.min(inode.data.len())))
-            .and_then(|data| data.get(start..end));
-        match source {
-            Some(source) => {
-                buffer.copy_from_slice(source);
-                Ok(())
-            }
-            None => Err(Error::io(
-                "read",
-                &self.path,
-                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past end of file"),
-            )),
-        }
+            .unwrap_or(&[]);
+        crate::fs::copy_at(data, offset, buffer, &self.path)
     }
 
     fn size_bytes(&self) -> u64 {

@@ -345,19 +345,7 @@ impl RandomAccessFile for MemRandomAccessFile {
             .bytes
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        let end = start.saturating_add(buffer.len());
-        match bytes.get(start..end) {
-            Some(source) => {
-                buffer.copy_from_slice(source);
-                Ok(())
-            }
-            None => Err(Error::io(
-                "read",
-                &self.path,
-                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past end of file"),
-            )),
-        }
+        copy_at(&bytes, offset, buffer, &self.path)
     }
 
     fn size_bytes(&self) -> u64 {
@@ -384,6 +372,24 @@ impl Drop for MemFileLock {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         state.locks.remove(&self.path);
+    }
+}
+
+/// Copies `buffer.len()` bytes of `data` at `offset` into `buffer`, or reports a read past the
+/// end of `path` (shared by the in-memory file systems).
+pub(crate) fn copy_at(data: &[u8], offset: u64, buffer: &mut [u8], path: &Path) -> Result<()> {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let end = start.saturating_add(buffer.len());
+    match data.get(start..end) {
+        Some(source) => {
+            buffer.copy_from_slice(source);
+            Ok(())
+        }
+        None => Err(Error::io(
+            "read",
+            path,
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past end of file"),
+        )),
     }
 }
 
