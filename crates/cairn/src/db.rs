@@ -56,7 +56,7 @@ use arc_swap::ArcSwap;
 use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -69,8 +69,6 @@ const WAIT_SLICE: Duration = Duration::from_millis(10);
 pub struct MemComponent {
     memtable: Arc<Memtable>,
     log: Arc<Log>,
-    /// Writers that reserved (or are reserving) in this component and have not inserted yet.
-    inflight: AtomicUsize,
     /// Set by the one writer that seals this component when it is full.
     switch_claimed: AtomicBool,
     /// The last sequence this component can hold, set when it is sealed.
@@ -94,7 +92,6 @@ impl MemComponent {
         MemComponent {
             memtable: Arc::new(memtable),
             log: Arc::new(log),
-            inflight: AtomicUsize::new(0),
             switch_claimed: AtomicBool::new(false),
             last_sequence: OnceLock::new(),
             filter: OnceLock::new(),
@@ -117,6 +114,40 @@ impl MemComponent {
             }
         }
         self.memtable.get_entry(key, sequence)
+    }
+}
+
+/// Spins a read-modify-write waits, holding its sequence, for lower writers before it gives
+/// the sequence up as a void record. Each spin is one pause hint and one watermark check:
+/// 2,000 is a few microseconds, enough for a writer that is running to copy and insert,
+/// and short next to a preempted writer's time slice.
+const RMW_SPIN_ROUNDS: u32 = 2_000;
+/// Attempts after which a read-modify-write waits for lower writers without a bound.
+const RMW_PATIENT_ATTEMPTS: u32 = 8;
+
+/// The outcome of step 4 of `DbInner::read_modify_write`.
+enum Validation {
+    Valid,
+    Conflict,
+    /// Lower writers were still in flight after the bounded spin.
+    Busy,
+    Failed(Error),
+}
+
+/// A writer's claim on sequences and WAL bytes in the active component (see
+/// `DbInner::reserve`). It holds guards rather than clones of the super version and the WAL
+/// segment, so the write path touches no shared reference count.
+struct Reservation {
+    super_version: arc_swap::Guard<Arc<SuperVersion>>,
+    segment: arc_swap::Guard<Arc<crate::wal_writer::Segment>>,
+    first: SequenceNumber,
+    offset: usize,
+}
+
+impl Reservation {
+    /// The component the sequences belong to.
+    fn component(&self) -> &MemComponent {
+        &self.super_version.memtable
     }
 }
 
@@ -804,45 +835,58 @@ impl DbInner {
             return Ok(self.visible());
         }
         let count = batch.len() as u64;
-        let (component, segment, first, offset) = self.reserve(count, batch.size_bytes())?;
+        let reservation = self.reserve(count, batch.size_bytes())?;
+        let first = reservation.first;
         let record_length = {
             let record = batch.encode(first);
-            segment.publish(offset, record);
+            reservation.segment.publish(reservation.offset, record);
             record.len()
         };
-        let mut sequence = first;
+        let memtable = &reservation.component().memtable;
         let (mut puts, mut deletes) = (0, 0);
-        for entry in batch.iter() {
-            let (kind, key, value) = entry.map_err(Error::Internal)?;
-            component.memtable.insert(key, sequence, kind, value);
-            match kind {
-                ValueKind::Put => puts += 1,
-                ValueKind::Delete => deletes += 1,
+        let mut malformed = None;
+        for (sequence, entry) in (first..).zip(batch.iter()) {
+            match entry {
+                Ok((kind, key, value)) => {
+                    memtable.insert(key, sequence, kind, value);
+                    match kind {
+                        ValueKind::Put => puts += 1,
+                        ValueKind::Delete => deletes += 1,
+                    }
+                }
+                Err(error) => {
+                    // Unreachable after `validate`; if it happens the range must still be
+                    // finished, or the watermark would stop for every later writer.
+                    malformed = Some(Error::Internal(error));
+                    break;
+                }
             }
-            sequence += 1;
         }
-        let last = sequence - 1;
-        self.finish_write(&component, options, first, last, record_length)?;
+        let last = first + count - 1;
+        self.finish_write(&reservation, options, last, record_length)?;
+        if let Some(error) = malformed {
+            return Err(error);
+        }
         Counters::add(&self.counters.puts, puts);
         Counters::add(&self.counters.deletes, deletes);
         Counters::add(&self.counters.batches, 1);
         Ok(last)
     }
 
-    /// The common tail of every write: leave the component, publish `[first, last]`, wait for
-    /// the WAL and for visibility.
+    /// The common tail of every write: publish `[first, last]` as inserted (which is what
+    /// lets a flush of the component proceed), wait for the WAL and for visibility.
     fn finish_write(
         &self,
-        component: &MemComponent,
+        reservation: &Reservation,
         options: &WriteOptions,
-        first: SequenceNumber,
         last: SequenceNumber,
         record_bytes: usize,
     ) -> Result<()> {
-        component.inflight.fetch_sub(1, Ordering::AcqRel);
-        self.inserted.finish(first, last);
+        debug_assert!(reservation.first <= last);
+        self.inserted.finish(reservation.first, last);
         if self.options.wal_enabled {
-            if let Err(error) = component.log.wait_durable(last, options.sync) {
+            let log = &reservation.component().log;
+            if let Err(error) = log.wait_durable(last, options.sync) {
                 // A failed write or sync may leave the WAL with a partial record: no later
                 // write may be acknowledged (sticky error).
                 self.set_sticky_error(&error);
@@ -858,25 +902,17 @@ impl DbInner {
         }
         self.wait_visible(last)
     }
-
     /// Reserves `count` sequences and log space for a payload of `payload_bytes` in the active
-    /// memtable, making room first if it is full. The caller is then *inside* the returned
-    /// component (its `inflight` count) until `finish_write`.
-    fn reserve(
-        &self,
-        count: u64,
-        payload_bytes: usize,
-    ) -> Result<(
-        Arc<MemComponent>,
-        Arc<crate::wal_writer::Segment>,
-        SequenceNumber,
-        usize,
-    )> {
+    /// memtable, making room first if it is full. The caller must insert its entries into
+    /// `reservation.component()` and then call `finish_write` (always, even on failure: the
+    /// watermark waits for every reserved sequence, and so does the flush of the component).
+    fn reserve(&self, count: u64, payload_bytes: usize) -> Result<Reservation> {
         let mut delayed = false;
         loop {
             self.check_writable()?;
+            // A guard, not a clone: holding it keeps the component alive without touching
+            // the shared reference count of the super version on every write.
             let super_version = self.super_version.load();
-            let component = Arc::clone(&super_version.memtable);
             if !delayed
                 && super_version.version.files(0).len() >= self.options.level0_slowdown_trigger
             {
@@ -893,22 +929,31 @@ impl DbInner {
                 delayed = true;
                 continue;
             }
-            drop(super_version);
+            let component = &super_version.memtable;
             if component.memtable.approximate_memory_bytes() >= self.options.write_buffer_size_bytes
             {
+                let component = Arc::clone(component);
+                drop(super_version);
                 self.make_room(&component)?;
                 continue;
             }
-            component.inflight.fetch_add(1, Ordering::AcqRel);
             let bytes = component.log.reservation_bytes(payload_bytes);
             match component.log.reserve(count, bytes) {
                 Reserve::Reserved {
                     segment,
                     sequence,
                     offset,
-                } => return Ok((component, segment, sequence, offset)),
+                } => {
+                    return Ok(Reservation {
+                        super_version,
+                        segment,
+                        first: sequence,
+                        offset,
+                    })
+                }
                 Reserve::Sealed => {
-                    component.inflight.fetch_sub(1, Ordering::AcqRel);
+                    let component = Arc::clone(component);
+                    drop(super_version);
                     self.wait_for_switch(&component)?;
                 }
             }
@@ -1099,15 +1144,23 @@ impl DbInner {
     }
 
     /// Optimistic read-modify-write (cLSM Algorithm 3, made safe against concurrent puts):
-    /// 1. read the newest version of `key`, in-flight writes included, and apply `decide`;
-    /// 2. reserve a sequence number (higher than that version's) and log space;
-    /// 3. wait until every lower sequence is inserted — the versions below ours are now final;
-    /// 4. validate that the newest version below ours is still the one read in step 1;
-    /// 5. insert (success) or log a void record and retry (conflict).
+    /// 1. note the next sequence `horizon` and wait until every sequence below it is
+    ///    inserted — without holding a sequence of our own, so no one waits for us;
+    /// 2. read the newest version of `key`, in-flight writes included, and apply `decide`;
+    /// 3. reserve a sequence number and log space;
+    /// 4. if it is `horizon`, nobody reserved since step 1 and the read saw every version
+    ///    below ours: valid. Otherwise wait (briefly, spinning) until every lower sequence is
+    ///    inserted and check that the newest version below ours is still the one read;
+    /// 5. insert (valid) or log a *void record* and retry (conflict, or the lower writers did
+    ///    not finish within the spin).
     ///
-    /// Step 3 closes a race in the paper's algorithm: a put that took a lower timestamp
+    /// The wait closes a race in the paper's algorithm: a put that took a lower timestamp
     /// before the read but inserted after it would otherwise be silently overwritten by a
-    /// value computed without it. The wait is for CPU work of lower writers, never for a lock.
+    /// value computed without it. The wait is for CPU work of lower writers, never for a lock,
+    /// and it is bounded while we hold a sequence: a writer that sleeps holding a sequence
+    /// stalls every later writer (they all wait for the watermark), and on an oversubscribed
+    /// machine such waits chain into convoys. After `RMW_PATIENT_ATTEMPTS` failed attempts
+    /// the wait is unbounded, which guarantees progress.
     /// Returns the value now stored and the sequence of the write (None if `decide` kept).
     fn read_modify_write(
         &self,
@@ -1116,7 +1169,12 @@ impl DbInner {
     ) -> Result<(Option<Vec<u8>>, Option<SequenceNumber>)> {
         check_key(key)?;
         self.check_writable()?;
+        let mut attempts = 0u32;
         loop {
+            attempts = attempts.saturating_add(1);
+            let horizon = self.super_version.load().memtable.log.next_sequence();
+            debug_assert!(horizon >= 1, "sequence 0 is never handed out");
+            self.inserted.wait_for(horizon.saturating_sub(1));
             let read = self.get_version(key, Some(crate::key::SEQUENCE_MAX))?;
             let read_version = read.as_ref().map(|(version, _)| *version);
             let current = read.and_then(|(_, value)| value);
@@ -1134,39 +1192,49 @@ impl DbInner {
                 }
             };
             let payload_bytes = batch.size_bytes();
-            let (component, segment, sequence, offset) = self.reserve(1, payload_bytes)?;
-            self.inserted.wait_for(sequence - 1);
-            let validated = self
-                .get_version(key, Some(sequence - 1))
-                .map(|found| found.map(|(version, _)| version));
-            let options = WriteOptions::default();
-            match validated {
-                Ok(version) if version == read_version => {
-                    let record = batch.encode(sequence);
-                    segment.publish(offset, record);
-                    match new_value {
-                        Some(ref value) => {
-                            component
-                                .memtable
-                                .insert(key, sequence, ValueKind::Put, value)
-                        }
-                        None => component
-                            .memtable
-                            .insert(key, sequence, ValueKind::Delete, &[]),
+            let reservation = self.reserve(1, payload_bytes)?;
+            let sequence = reservation.first;
+            debug_assert!(sequence >= horizon);
+            let validation = if sequence == horizon {
+                Validation::Valid
+            } else if self
+                .inserted
+                .wait_for_spinning(sequence - 1, RMW_SPIN_ROUNDS)
+                || attempts > RMW_PATIENT_ATTEMPTS
+            {
+                self.inserted.wait_for(sequence - 1);
+                match self.get_version(key, Some(sequence - 1)) {
+                    Ok(found) if found.as_ref().map(|(version, _)| *version) == read_version => {
+                        Validation::Valid
                     }
-                    self.finish_write(&component, &options, sequence, sequence, payload_bytes)?;
-                    Counters::add(&self.counters.read_modify_writes, 1);
-                    return Ok((new_value, Some(sequence)));
+                    Ok(_) => Validation::Conflict,
+                    Err(error) => Validation::Failed(error),
                 }
-                outcome => {
-                    // Conflict (or a read error): the sequence is spent on a void record so the
-                    // log and the watermark stay gap-free.
-                    let void = crate::batch::void_record(sequence, payload_bytes);
-                    segment.publish(offset, &void);
-                    self.finish_write(&component, &options, sequence, sequence, payload_bytes)?;
-                    outcome?;
-                    Counters::add(&self.counters.read_modify_write_conflicts, 1);
+            } else {
+                Validation::Busy
+            };
+            let options = WriteOptions::default();
+            if let Validation::Valid = validation {
+                let record = batch.encode(sequence);
+                reservation.segment.publish(reservation.offset, record);
+                let memtable = &reservation.component().memtable;
+                match new_value {
+                    Some(ref value) => memtable.insert(key, sequence, ValueKind::Put, value),
+                    None => memtable.insert(key, sequence, ValueKind::Delete, &[]),
                 }
+                self.finish_write(&reservation, &options, sequence, payload_bytes)?;
+                Counters::add(&self.counters.read_modify_writes, 1);
+                return Ok((new_value, Some(sequence)));
+            }
+            // The sequence is spent on a void record so the log and the watermark stay
+            // gap-free.
+            let void = crate::batch::void_record(sequence, payload_bytes);
+            reservation.segment.publish(reservation.offset, &void);
+            self.finish_write(&reservation, &options, sequence, payload_bytes)?;
+            match validation {
+                Validation::Failed(error) => return Err(error),
+                Validation::Busy => Counters::add(&self.counters.read_modify_write_busy, 1),
+                _ => Counters::add(&self.counters.read_modify_write_conflicts, 1),
             }
         }
     }
@@ -1311,7 +1379,11 @@ impl DbInner {
         }
         let super_version = self.super_version.load_full();
         for immutable in &super_version.immutables {
-            if immutable.filter.get().is_some() || immutable.inflight.load(Ordering::Acquire) > 0 {
+            let quiet = immutable
+                .last_sequence
+                .get()
+                .is_some_and(|&last| self.inserted.get() >= last);
+            if immutable.filter.get().is_some() || !quiet {
                 continue;
             }
             let mut builder = BloomFilterBuilder::new(self.options.bloom_bits_per_key);
@@ -1332,19 +1404,18 @@ impl DbInner {
         }
     }
 
-    /// Waits until no writer is inside `component` and its last sequence is visible
-    /// (invariant 3), so its contents are final and readers at the visible sequence never
-    /// need a version the flush would drop.
+    /// Waits until every writer inside the sealed `component` has inserted and its last
+    /// sequence is visible (invariant 3), so its contents are final and readers at the
+    /// visible sequence never need a version the flush would drop. A writer holds a sequence
+    /// <= `last_sequence` from its reservation until `finish_write`, so the inserted
+    /// watermark reaching `last_sequence` is exactly "no writer is inside".
     fn wait_quiet(&self, component: &MemComponent) -> Result<()> {
-        let mut round = 0u32;
-        while component.inflight.load(Ordering::Acquire) > 0 {
-            self.check_writable()?;
-            crate::sync::spin_wait(&mut round);
-        }
-        if let Some(&last) = component.last_sequence.get() {
-            self.wait_visible(last)?;
-        }
-        Ok(())
+        let Some(&last) = component.last_sequence.get() else {
+            return Err(Error::Internal(
+                "flush of a memtable that was never sealed".into(),
+            ));
+        };
+        self.wait_visible(last)
     }
 
     /// Writes the oldest sealed memtable to a level-0 table and drops it from memory.
@@ -1593,7 +1664,7 @@ impl DbInner {
             };
         Stats {
             last_sequence: self.visible(),
-            memtable_bytes: super_version.memtable.memtable.approximate_memory_bytes() as u64,
+            memtable_bytes: super_version.memtable.memtable.memory_bytes() as u64,
             memtable_entries: super_version.memtable.memtable.len() as u64,
             immutable_memtables: super_version.immutables.len(),
             levels,

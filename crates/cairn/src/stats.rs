@@ -1,59 +1,64 @@
 //! Counters the engine keeps, and the report `Db::stats` returns.
 //!
 //! Counters are relaxed atomics bumped on the paths they count: they are statistics, not
-//! synchronisation, and must never order anything.
+//! synchronisation, and must never order anything. Each is striped over cache lines
+//! (`StripedCounter`) because the write path bumps several per put: one shared line per
+//! counter would bounce between every writing core on every write.
 
+use crate::sync::StripedCounter;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live counters (one per database).
 #[derive(Debug, Default)]
 pub struct Counters {
     /// Put records written.
-    pub puts: AtomicU64,
+    pub puts: StripedCounter,
     /// Delete records written.
-    pub deletes: AtomicU64,
+    pub deletes: StripedCounter,
     /// Batches written.
-    pub batches: AtomicU64,
+    pub batches: StripedCounter,
     /// Read-modify-writes that wrote.
-    pub read_modify_writes: AtomicU64,
+    pub read_modify_writes: StripedCounter,
     /// Read-modify-write attempts that lost a race and retried.
-    pub read_modify_write_conflicts: AtomicU64,
+    pub read_modify_write_conflicts: StripedCounter,
+    /// Read-modify-write attempts that gave up their sequence because lower writers were
+    /// still in flight after a bounded spin (retried).
+    pub read_modify_write_busy: StripedCounter,
     /// Bytes appended to WALs.
-    pub wal_bytes: AtomicU64,
+    pub wal_bytes: StripedCounter,
     /// WAL syncs.
-    pub wal_syncs: AtomicU64,
+    pub wal_syncs: StripedCounter,
     /// Memtables sealed.
-    pub memtable_switches: AtomicU64,
+    pub memtable_switches: StripedCounter,
     /// Memtables flushed to level 0.
-    pub flushes: AtomicU64,
+    pub flushes: StripedCounter,
     /// Bytes written by flushes.
-    pub flush_bytes: AtomicU64,
+    pub flush_bytes: StripedCounter,
     /// Compactions run (including trivial moves).
-    pub compactions: AtomicU64,
+    pub compactions: StripedCounter,
     /// Compactions that only moved a file.
-    pub trivial_moves: AtomicU64,
+    pub trivial_moves: StripedCounter,
     /// Bytes read by compactions.
-    pub compaction_read_bytes: AtomicU64,
+    pub compaction_read_bytes: StripedCounter,
     /// Bytes written by compactions.
-    pub compaction_write_bytes: AtomicU64,
+    pub compaction_write_bytes: StripedCounter,
     /// Writes delayed because level 0 had too many files.
-    pub slowdown_writes: AtomicU64,
+    pub slowdown_writes: StripedCounter,
     /// Microseconds writers spent delayed (slowdown).
-    pub slowdown_micros: AtomicU64,
+    pub slowdown_micros: StripedCounter,
     /// Times a writer waited for a full stop to clear.
-    pub stop_writes: AtomicU64,
+    pub stop_writes: StripedCounter,
     /// Microseconds writers spent stopped (too many level-0 files or sealed memtables).
-    pub stop_micros: AtomicU64,
+    pub stop_micros: StripedCounter,
     /// Obsolete files deleted.
-    pub files_deleted: AtomicU64,
+    pub files_deleted: StripedCounter,
 }
 
 impl Counters {
     /// Adds `amount` to a counter.
     #[inline]
-    pub fn add(counter: &AtomicU64, amount: u64) {
-        counter.fetch_add(amount, Ordering::Relaxed);
+    pub fn add(counter: &StripedCounter, amount: u64) {
+        counter.add(amount);
     }
 }
 
@@ -149,7 +154,7 @@ impl fmt::Display for Stats {
 impl Counters {
     /// Every counter with its name.
     pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let load = |counter: &StripedCounter| counter.get();
         vec![
             ("puts", load(&self.puts)),
             ("deletes", load(&self.deletes)),
@@ -159,6 +164,7 @@ impl Counters {
                 "read_modify_write_conflicts",
                 load(&self.read_modify_write_conflicts),
             ),
+            ("read_modify_write_busy", load(&self.read_modify_write_busy)),
             ("wal_bytes", load(&self.wal_bytes)),
             ("wal_syncs", load(&self.wal_syncs)),
             ("memtable_switches", load(&self.memtable_switches)),

@@ -50,8 +50,9 @@ pub const SEGMENT_BYTES_DEFAULT: usize = 1 << 20;
 pub enum Reserve {
     /// Sequences `[sequence, sequence + count)` and bytes `[offset, offset + bytes)`.
     Reserved {
-        /// The segment holding the reservation.
-        segment: Arc<Segment>,
+        /// The segment holding the reservation (a guard, not a clone: no shared reference
+        /// count is touched per write).
+        segment: arc_swap::Guard<Arc<Segment>>,
         /// First reserved sequence.
         sequence: u64,
         /// Byte offset inside the segment buffer.
@@ -157,6 +158,12 @@ impl Segment {
                 Err(actual) => current = actual,
             }
         }
+    }
+
+    /// The next sequence this segment would hand out (its end once sealed).
+    fn next_sequence(&self) -> u64 {
+        let word = self.reservation.load(Ordering::Acquire);
+        self.base_sequence + ((word & !SEALED) >> SEQUENCE_SHIFT)
     }
 
     /// Seals the segment; returns the next unused sequence if this call sealed it.
@@ -331,6 +338,13 @@ impl Log {
         self.first_sequence
     }
 
+    /// The sequence the next reservation would get, as of a moment during the call. It can
+    /// be stale (lower) if a segment roll-over is in progress, never higher than the true
+    /// next sequence; read-modify-write relies on "never higher" only.
+    pub fn next_sequence(&self) -> u64 {
+        self.current.load().next_sequence()
+    }
+
     /// Bytes a record with `payload_bytes` of payload needs (0 without a file).
     pub fn reservation_bytes(&self, payload_bytes: usize) -> usize {
         if self.has_file {
@@ -345,7 +359,7 @@ impl Log {
     pub fn reserve(&self, count: u64, bytes: usize) -> Reserve {
         let mut round = 0;
         loop {
-            let segment = self.current.load_full();
+            let segment = self.current.load();
             match segment.try_reserve(count, bytes) {
                 Ok(Some((sequence, offset))) => {
                     return Reserve::Reserved {

@@ -1,11 +1,19 @@
 //! A concurrent bump allocator for memtable nodes.
 //!
-//! Memory comes in chunks; a node is carved from the current chunk by one atomic
-//! `fetch_add` on the chunk's cursor. When a chunk is exhausted, the thread that notices
-//! allocates a fresh chunk and installs it with a compare-and-swap; a thread that loses the
-//! race frees its chunk and retries in the winner's. Nodes larger than a quarter chunk get a
-//! dedicated chunk so they do not waste the rest of a shared one. Nothing is freed until the
-//! arena drops, which is what a memtable needs: nodes live exactly as long as the memtable.
+//! Memory comes in chunks; a node is carved from a chunk by one atomic `fetch_add` on the
+//! chunk's cursor. The arena keeps `LANES` current chunks, each on its own cache line, and a
+//! thread allocates from the lane of its `thread_stripe`: concurrent writers then bump
+//! different cursors and write their nodes into different chunks instead of fighting over
+//! one cache line per insert (and false-sharing node bytes). When a lane's chunk is
+//! exhausted, the thread that notices allocates a fresh chunk and installs it with a
+//! compare-and-swap; a thread that loses the race frees its chunk and retries in the
+//! winner's. Nodes larger than a quarter chunk get a dedicated chunk so they do not waste the
+//! rest of a shared one. Nothing is freed until the arena drops, which is what a memtable
+//! needs: nodes live exactly as long as the memtable.
+//!
+//! Accounting: each lane counts the bytes it handed out and moves them to the shared
+//! `published_bytes` once they exceed `publish_threshold_bytes`, so the per-write "is the
+//! memtable full?" check reads one rarely written word instead of every lane's hot line.
 //!
 //! Thread-safety contract: `allocate` may be called from many threads at once; returned
 //! regions never overlap and stay valid until the arena is dropped.
@@ -13,9 +21,12 @@
 //! Invariants:
 //! 1. Every returned pointer is `ALIGNMENT`-aligned and points to `size` bytes inside one
 //!    chunk that no other allocation overlaps.
-//! 2. Every chunk ever allocated is reachable from `current` (through `previous`) or from
-//!    `dedicated`, so `Drop` frees each exactly once.
+//! 2. Every chunk ever allocated is reachable from exactly one lane's `current` (through
+//!    `previous`) or from `dedicated`, so `Drop` frees each exactly once.
+//! 3. `published_bytes` plus every lane's `unpublished_bytes` equals the bytes handed out
+//!    (between a lane's swap and the matching add, the sum is briefly low, never high).
 
+use crate::sync::{thread_stripe, CachePadded};
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -86,12 +97,22 @@ unsafe fn free_chunk(chunk: *mut ChunkHeader) {
     }
 }
 
+/// Lanes (current chunks) per arena: a power of two, at least the cores that usually write.
+const LANES: usize = 4;
+
+#[derive(Debug, Default)]
+struct Lane {
+    current: AtomicPtr<ChunkHeader>,
+    unpublished_bytes: AtomicUsize,
+}
+
 /// The allocator. See the module documentation.
 pub struct Arena {
     chunk_bytes: usize,
-    current: AtomicPtr<ChunkHeader>,
+    publish_threshold_bytes: usize,
+    lanes: [CachePadded<Lane>; LANES],
     dedicated: AtomicPtr<ChunkHeader>,
-    allocated_bytes: AtomicUsize,
+    published_bytes: AtomicUsize,
 }
 
 impl std::fmt::Debug for Arena {
@@ -113,28 +134,54 @@ unsafe impl Sync for Arena {}
 impl Arena {
     /// An arena carving chunks of `chunk_bytes` (at least 4 KiB).
     pub fn new(chunk_bytes: usize) -> Self {
+        let chunk_bytes = chunk_bytes.max(4096).next_multiple_of(ALIGNMENT);
         Arena {
-            chunk_bytes: chunk_bytes.max(4096).next_multiple_of(ALIGNMENT),
-            current: AtomicPtr::new(ptr::null_mut()),
+            chunk_bytes,
+            // Small enough that the published count lags by well under a chunk per lane.
+            publish_threshold_bytes: (chunk_bytes / 16).max(256),
+            lanes: Default::default(),
             dedicated: AtomicPtr::new(ptr::null_mut()),
-            allocated_bytes: AtomicUsize::new(0),
+            published_bytes: AtomicUsize::new(0),
         }
     }
 
-    /// Bytes handed out so far (the memtable's size for the purpose of sealing it).
+    /// Bytes handed out so far, exactly (reads every lane: for reports, not per write).
     pub fn allocated_bytes(&self) -> usize {
-        self.allocated_bytes.load(Ordering::Relaxed)
+        self.lanes.iter().fold(self.published_bytes(), |sum, lane| {
+            sum.saturating_add(lane.unpublished_bytes.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Bytes handed out, lagging `allocated_bytes` by less than `LANES` times the publish
+    /// threshold; one load of a rarely written word, cheap enough for every write.
+    pub fn published_bytes(&self) -> usize {
+        self.published_bytes.load(Ordering::Relaxed)
+    }
+
+    fn account(&self, lane: &Lane, size: usize) {
+        let pending = lane
+            .unpublished_bytes
+            .fetch_add(size, Ordering::Relaxed)
+            .saturating_add(size);
+        if pending >= self.publish_threshold_bytes {
+            // `swap` (not a subtract of `pending`) so two threads of one lane that both see
+            // the threshold never move the same bytes twice (invariant 3).
+            let taken = lane.unpublished_bytes.swap(0, Ordering::Relaxed);
+            self.published_bytes.fetch_add(taken, Ordering::Relaxed);
+        }
     }
 
     /// Returns `size` bytes aligned to `ALIGNMENT`, valid until the arena drops.
     pub fn allocate(&self, size: usize) -> *mut u8 {
         let size = size.max(1).next_multiple_of(ALIGNMENT);
-        self.allocated_bytes.fetch_add(size, Ordering::Relaxed);
+        // The mask keeps the index in range, so this indexing cannot panic.
+        let lane = &self.lanes[thread_stripe() & (LANES - 1)].0;
+        self.account(lane, size);
         if size > self.chunk_bytes / 4 {
             return self.allocate_dedicated(size);
         }
         loop {
-            let chunk = self.current.load(Ordering::Acquire);
+            let chunk = lane.current.load(Ordering::Acquire);
             if !chunk.is_null() {
                 // SAFETY: chunks stay alive until the arena drops (invariant 2).
                 let header = unsafe { &*chunk };
@@ -147,7 +194,7 @@ impl Arena {
             }
             // The chunk is exhausted: offer a new one that already holds this allocation.
             let fresh = new_chunk(self.chunk_bytes, size, chunk);
-            match self
+            match lane
                 .current
                 .compare_exchange(chunk, fresh, Ordering::AcqRel, Ordering::Acquire)
             {
@@ -180,8 +227,9 @@ impl Arena {
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        for list in [self.current.get_mut(), self.dedicated.get_mut()] {
-            let mut chunk = *list;
+        let lanes = self.lanes.iter_mut().map(|lane| *lane.0.current.get_mut());
+        for list in lanes.chain(std::iter::once(*self.dedicated.get_mut())) {
+            let mut chunk = list;
             while !chunk.is_null() {
                 // SAFETY: `&mut self` means no other thread uses the arena; every chunk is
                 // reachable exactly once (invariant 2).
@@ -224,6 +272,13 @@ mod tests {
             all.extend(handle.join().unwrap());
         }
         all.sort();
+        let handed_out: usize = all
+            .iter()
+            .map(|region| region.1.next_multiple_of(ALIGNMENT))
+            .sum();
+        assert_eq!(arena.allocated_bytes(), handed_out);
+        assert!(arena.published_bytes() <= handed_out);
+        assert!(arena.published_bytes() + LANES * arena.publish_threshold_bytes >= handed_out);
         for pair in all.windows(2) {
             assert!(pair[0].0 + pair[0].1 <= pair[1].0, "regions overlap");
         }
