@@ -6,7 +6,8 @@
 //! repetitions is reported. Puts: 16-byte random keys, 100-byte values, WAL on, no sync.
 //! RMW: increments of 10,000 counters chosen uniformly; the "hot" variants use 16 threads on
 //! 64 counters, where the stripe locks are contended and their holders get preempted.
-//! Each run uses a fresh database.
+//! Each run uses a fresh database. With `CLSM_SCALING_NO_WAL=1` the WAL is off (to separate
+//! the cost of logging from the rest of the write path).
 //!
 //! `Independent(2)` is the machine's ceiling: two threads putting into two *separate*
 //! databases share nothing but the cores, caches and disk, so "2 threads ÷ 1 thread" on one
@@ -56,7 +57,11 @@ fn run(workload: Workload, seconds: f64, directory: &std::path::Path) -> f64 {
     let dbs: Vec<Arc<Db>> = (0..databases)
         .map(|index| {
             let path = directory.join(format!("db{index}"));
-            Arc::new(Db::open(path, Options::default()).unwrap())
+            let options = Options {
+                wal_enabled: std::env::var_os("CLSM_SCALING_NO_WAL").is_none(),
+                ..Options::default()
+            };
+            Arc::new(Db::open(path, options).unwrap())
         })
         .collect();
     let stop = Arc::new(AtomicBool::new(false));

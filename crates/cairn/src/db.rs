@@ -15,7 +15,8 @@
 //!   finish, the group-commit leader's I/O, or a memtable switch in progress.
 //! - Read-modify-write is optimistic (cLSM Algorithm 3): read, compute, reserve, then validate
 //!   that no version was written in between; on a conflict the reservation is logged as a
-//!   void record and the operation retries.
+//!   void record and the operation retries. It never sleeps while it holds a sequence (see
+//!   `DbInner::read_modify_write`).
 //! - Background threads hold `versions` across MANIFEST I/O; clients never take it.
 //!   `super_version_update` is held only for pointer swaps.
 //!
@@ -30,7 +31,8 @@
 //!    one (the log seal hands the next log the next sequence).
 //! 3. A memtable leaves the super version only in the same swap that installs a version
 //!    holding its flushed table (after the MANIFEST edit is durable), and is flushed only
-//!    once no writer is inside it and its last sequence is visible.
+//!    once its last sequence is visible — which implies no writer is inside it, because a
+//!    writer holds an unfinished sequence from its reservation until its inserts are done.
 //! 4. A WAL is deleted only when its number is below the MANIFEST's durable `log_number`.
 
 use crate::batch::{DecodedBatch, WriteBatch};
