@@ -139,9 +139,18 @@ fn main() {
         Workload::RmwHot(16),
         Workload::StripedHot(16),
     ];
+    // `CLSM_SCALING_ONLY=Puts(2)` runs one workload (for profiling); the ratios then are NaN.
+    let only = std::env::var("CLSM_SCALING_ONLY").ok();
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); workloads.len()];
     for repetition in 0..repetitions {
         for (index, workload) in workloads.iter().enumerate() {
+            if only
+                .as_ref()
+                .is_some_and(|only| *only != format!("{workload:?}"))
+            {
+                results[index].push(f64::NAN);
+                continue;
+            }
             let throughput = run(*workload, seconds, &directory);
             eprintln!("rep {repetition} {workload:?}: {throughput:.0} ops/s");
             results[index].push(throughput);
@@ -151,6 +160,9 @@ fn main() {
     println!("workload            median ops/s   min..max");
     for (index, workload) in workloads.iter().enumerate() {
         let values = &results[index];
+        if values.iter().any(|value| value.is_nan()) {
+            continue;
+        }
         let (min, max) = values
             .iter()
             .fold((f64::MAX, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
