@@ -8,12 +8,18 @@
 //! Live snapshots are registered so that flush and compaction keep the versions they need
 //! (`compaction::VersionFilter`). Registration is lock-free: a snapshot claims a free slot
 //! with a compare-and-swap (marking it *pending*), then reads the visible sequence, then
-//! publishes it. A compaction that sees a pending slot may ignore it: the sequence that slot
-//! will hold is at least the visible sequence at the moment the compaction read the slots,
-//! which is at least the largest sequence in any table it can be compacting, so the snapshot
-//! sits in the newest stripe, whose newest version the compaction keeps anyway. When every
-//! slot is taken, snapshots fall back to a mutex-guarded list (registered under the mutex
-//! that compactions read it under).
+//! publishes it. A flush or compaction reads the slots after fixing its inputs, and waits
+//! for a pending slot to be published (a window of two loads and a store, unless the
+//! registering thread is preempted in it). It must not skip a pending slot: the snapshot may
+//! have read its sequence *before* the slots were read and be about to publish a sequence
+//! below versions the flush would then drop (this happened: a history-checked scan missed
+//! keys). A slot still free when read is safe to miss: that snapshot reads the visible
+//! sequence later, which is at least every sequence in the inputs, so it sits in the newest
+//! stripe, whose newest version is kept anyway. When every slot is taken, snapshots fall
+//! back to a mutex-guarded list (registered under the mutex that compactions read it under).
+//!
+//! Invariant: a snapshot's sequence is in `sequences()` for every call that starts after the
+//! snapshot's slot was claimed, until it is released.
 //!
 //! Thread-safety contract: all methods take `&self` and may be called from any thread; the
 //! fast path (`acquire` with a free slot, `release`) takes no lock.
@@ -90,16 +96,21 @@ impl SnapshotList {
         }
     }
 
-    /// Live snapshot sequences, ascending, without duplicates (pending slots skipped; see
-    /// the module documentation for why that is safe).
+    /// Live snapshot sequences, ascending, without duplicates. Waits for pending slots to be
+    /// published (see the module documentation for why they cannot be skipped).
     pub fn sequences(&self) -> Vec<SequenceNumber> {
-        let mut sequences: Vec<SequenceNumber> = self
-            .slots
-            .iter()
-            .map(|slot| slot.load(Ordering::Acquire))
-            .filter(|&value| value != FREE && value != PENDING)
-            .map(|value| value - 1)
-            .collect();
+        let mut sequences: Vec<SequenceNumber> = Vec::new();
+        for slot in self.slots.iter() {
+            let mut value = slot.load(Ordering::Acquire);
+            let mut round = 0u32;
+            while value == PENDING {
+                crate::sync::spin_wait(&mut round);
+                value = slot.load(Ordering::Acquire);
+            }
+            if value != FREE {
+                sequences.push(value - 1);
+            }
+        }
         sequences.extend(self.overflow().keys().copied());
         sequences.sort_unstable();
         sequences.dedup();
@@ -201,6 +212,23 @@ mod tests {
         assert_eq!(c.sequence(), 9);
         drop(c);
         assert_eq!(list.count(), 0);
+    }
+
+    /// Regression: a flush that read the slots while a snapshot was between reading its
+    /// sequence and publishing it skipped the snapshot and dropped versions it needed.
+    #[test]
+    fn sequences_wait_for_a_pending_slot() {
+        let list = Arc::new(SnapshotList::default());
+        let index = 17;
+        list.slots[index].store(PENDING, Ordering::Release);
+        let reader = {
+            let list = Arc::clone(&list);
+            std::thread::spawn(move || list.sequences())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!reader.is_finished(), "sequences() skipped a pending slot");
+        list.slots[index].store(41 + 1, Ordering::Release);
+        assert_eq!(reader.join().unwrap(), vec![41]);
     }
 
     #[test]
