@@ -699,22 +699,24 @@ fn concurrent_history_is_linearizable() {
         search.max_steps_operations,
         search.max_cache_entries
     );
+    // Print both checkers' findings before failing: when one fires, what the other saw (or
+    // missed) tells whether the engine's sequence numbers or the values went wrong.
+    for violation in violations.iter().take(10) {
+        eprintln!("history: sequence-based check: {violation}");
+    }
+    for finding in search
+        .violations
+        .iter()
+        .chain(&search.inconclusive)
+        .take(10)
+    {
+        eprintln!("history: search checker: {finding}");
+    }
     assert!(
-        search.violations.is_empty() && search.inconclusive.is_empty(),
-        "search checker: {} violations, {} inconclusive: {:#?}",
-        search.violations.len(),
-        search.inconclusive.len(),
-        search
-            .violations
-            .iter()
-            .chain(&search.inconclusive)
-            .take(10)
-            .collect::<Vec<_>>()
-    );
-    assert!(
-        violations.is_empty(),
-        "{} violations, first: {:#?}",
+        violations.is_empty() && search.violations.is_empty() && search.inconclusive.is_empty(),
+        "{} violations in the sequence-based checks; search checker: {} violations, {} inconclusive (listed above)",
         violations.len(),
-        &violations[..violations.len().min(10)]
+        search.violations.len(),
+        search.inconclusive.len()
     );
 }
