@@ -9,24 +9,35 @@
 //! 1. **Write order respects real time**: a write that responded before another was invoked
 //!    has the smaller sequence number (the sequence order is the engine's claimed
 //!    linearization of writes).
-//! 2. **Per-key linearizability of point operations** against that order (a witness check in
-//!    the style of Porcupine's per-key partitioning, with the order supplied by the engine
-//!    instead of searched): a get returns the value of a write w (or nothing: a delete or the
-//!    initial state) such that w was invoked before the get responded, no later write of the
-//!    key had responded before the get was invoked, and gets that follow each other in real
-//!    time never go back in the write order.
-//! 3. **Increments are counted exactly once**: per counter, the returned values are exactly
+//! 2. **Per-key linearizability, searched** (`common/linearizability.rs`, Wing & Gong's search
+//!    with Lowe's memoization, as in Porcupine): for every key, the operations on it — puts,
+//!    deletes, gets, increments, each batch's write of the key and each scan's read of the
+//!    key — must have a sequential order, consistent with real time, under a register and
+//!    counter model. This check uses only times, inputs and outputs, never the engine's
+//!    sequence numbers, so a bug that corrupts the sequence numbers cannot hide from it.
+//!    Projecting a multi-key operation onto each key is sound because linearizability is
+//!    local: a linearization of the whole history restricts to one of every key.
+//! 3. **Per-key linearizability of point operations against the engine's order** (a witness
+//!    check, with the order supplied by the engine's sequence numbers instead of searched; it
+//!    is linear-time and ties the sequence numbers to what readers saw): a get returns the
+//!    value of a write w (or nothing: a delete or the initial state) such that w was invoked
+//!    before the get responded, no later write of the key had responded before the get was
+//!    invoked, and gets that follow each other in real time never go back in the write order.
+//! 4. **Increments are counted exactly once**: per counter, the returned values are exactly
 //!    1..=n in sequence order and the final value is n.
-//! 4. **Snapshot scans equal the state at their timestamp**, reconstructed from the write
+//! 5. **Snapshot scans equal the state at their timestamp**, reconstructed from the write
 //!    history (every write with sequence <= S, newest per key), and the timestamp is at or
 //!    above every write that responded before `snapshot()` was called.
-//! 5. **Batches are all-or-nothing**: in every scan the batch keys hold the same value.
+//! 6. **Batches are all-or-nothing**: in every scan the batch keys hold the same value.
 //!
 //! Duration: `CAIRN_HISTORY_SECONDS` (default 3 in CI; run with 10 or more for the soak).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use cairn::{Db, MemFs, Options, SequenceNumber, Update, WriteBatch, WriteOptions};
+use common::linearizability::{self, KeyModel, KeyOperation, Timed, Verdict};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
@@ -343,7 +354,7 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
             latest_invoke_sequence = write.sequence;
         }
     }
-    // 2. Gets, per key. For each key: writes in sequence order, the index of each value
+    // 3. Gets, per key. For each key: writes in sequence order, the index of each value
     // (values are unique), and the suffix minimum of response times, which gives the first
     // position a get may observe (no later write had responded before the get began).
     struct KeyIndex<'a> {
@@ -448,7 +459,7 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
             }
         }
     }
-    // 3. Increments.
+    // 4. Increments.
     for index in 0..COUNTERS {
         let key = counter(index);
         let mut values: Vec<(SequenceNumber, i64)> = events
@@ -480,7 +491,7 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
             ));
         }
     }
-    // 4 and 5. Snapshot scans: sweep the writes once in sequence order.
+    // 5 and 6. Snapshot scans: sweep the writes once in sequence order.
     let mut scans: Vec<&Event> = events
         .iter()
         .filter(|event| matches!(event.kind, Kind::Scan { .. }))
@@ -547,6 +558,112 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
     violations
 }
 
+/// Search work allowed per key: list entries visited per operation on the key, plus a floor
+/// for short histories. A linearizable history of this test, at most four operations wide,
+/// needs a few steps per operation (most entries are visited once, on the way to being
+/// linearized); the budget leaves room for backtracking without letting a pathological
+/// search run for minutes. Running out is reported as inconclusive and fails the test.
+const SEARCH_STEPS_PER_OPERATION: u64 = 100;
+const SEARCH_STEPS_MINIMUM: u64 = 1_000_000;
+
+/// What the search-based checker (check 2) found.
+#[derive(Debug, Default)]
+struct SearchReport {
+    keys: usize,
+    operations: usize,
+    violations: Vec<String>,
+    inconclusive: Vec<String>,
+    /// The most search steps one key needed, with that key and its operation count.
+    max_steps: u64,
+    max_steps_key: String,
+    max_steps_operations: usize,
+    /// The largest memo (distinct linearized set and state pairs) of one key.
+    max_cache_entries: usize,
+    elapsed: Duration,
+}
+
+/// Every key the workload touches; a scan's absence of a key is a read of "absent".
+fn all_keys() -> Vec<String> {
+    (0..REGISTERS)
+        .map(register)
+        .chain((0..COUNTERS).map(counter))
+        .chain((0..BATCH_KEYS).map(batch_key))
+        .collect()
+}
+
+/// Splits the history per key: each operation, projected onto every key it touches.
+fn per_key_histories(events: &[Event]) -> BTreeMap<String, Vec<Timed<KeyOperation>>> {
+    let keys = all_keys();
+    let mut histories: BTreeMap<String, Vec<Timed<KeyOperation>>> =
+        keys.iter().map(|key| (key.clone(), Vec::new())).collect();
+    for event in events {
+        let mut record = |key: &str, operation: KeyOperation| {
+            histories
+                .get_mut(key)
+                .unwrap_or_else(|| panic!("operation on unknown key {key}"))
+                .push(Timed {
+                    invoke: event.invoke,
+                    response: event.response,
+                    operation,
+                });
+        };
+        match &event.kind {
+            Kind::Put { key, value, .. } => record(key, KeyOperation::put(value)),
+            Kind::Delete { key, .. } => record(key, KeyOperation::Delete),
+            Kind::Get { key, value } => record(key, KeyOperation::get(value.as_deref())),
+            Kind::Increment { key, value, .. } => record(key, KeyOperation::increment(*value)),
+            Kind::Batch { value, .. } => {
+                let value: Arc<str> = value.as_str().into();
+                for index in 0..BATCH_KEYS {
+                    record(&batch_key(index), KeyOperation::Put(Arc::clone(&value)));
+                }
+            }
+            Kind::Scan { contents, .. } => {
+                // The scan read a snapshot taken inside its interval, so its value of each key
+                // is a read of that key somewhere in the interval.
+                for key in &keys {
+                    record(
+                        key,
+                        KeyOperation::get(contents.get(key).map(String::as_str)),
+                    );
+                }
+            }
+        }
+    }
+    histories
+}
+
+/// Check 2: searches each key's history for a linearization (see the module doc).
+fn search_check(events: &[Event]) -> SearchReport {
+    let started = Instant::now();
+    let mut report = SearchReport::default();
+    for (key, history) in per_key_histories(events) {
+        let budget = SEARCH_STEPS_MINIMUM.max(SEARCH_STEPS_PER_OPERATION * history.len() as u64);
+        let outcome = linearizability::check(&KeyModel, &history, budget);
+        report.keys += 1;
+        report.operations += history.len();
+        if outcome.steps > report.max_steps {
+            report.max_steps = outcome.steps;
+            report.max_steps_key = key.clone();
+            report.max_steps_operations = history.len();
+        }
+        report.max_cache_entries = report.max_cache_entries.max(outcome.cache_entries);
+        match outcome.verdict {
+            Verdict::Linearizable => {}
+            Verdict::Violation(explanation) => report.violations.push(format!(
+                "key {key} ({} operations): {explanation}",
+                history.len()
+            )),
+            Verdict::Inconclusive => report.inconclusive.push(format!(
+                "key {key} ({} operations): search budget of {budget} steps exhausted",
+                history.len()
+            )),
+        }
+    }
+    report.elapsed = started.elapsed();
+    report
+}
+
 #[test]
 fn concurrent_history_is_linearizable() {
     let seconds = std::env::var("CAIRN_HISTORY_SECONDS")
@@ -556,9 +673,10 @@ fn concurrent_history_is_linearizable() {
     let started = Instant::now();
     let (events, final_state) = run_history(seconds);
     let violations = check(&events, &final_state);
+    let search = search_check(&events);
     let count = |predicate: fn(&Kind) -> bool| events.iter().filter(|e| predicate(&e.kind)).count();
     eprintln!(
-        "history: {} operations in {:.1} s ({} puts, {} deletes, {} gets, {} increments, {} batches, {} scans), {} violations",
+        "history: {} operations in {:.1} s ({} puts, {} deletes, {} gets, {} increments, {} batches, {} scans), {} violations in the sequence-based checks",
         events.len(),
         started.elapsed().as_secs_f64(),
         count(|k| matches!(k, Kind::Put { .. })),
@@ -569,10 +687,36 @@ fn concurrent_history_is_linearizable() {
         count(|k| matches!(k, Kind::Scan { .. })),
         violations.len()
     );
+    eprintln!(
+        "history: search checker: {} per-key operations on {} keys in {:.2} s, {} violations, {} inconclusive; max {} steps (key {}, {} operations), max memo {} entries",
+        search.operations,
+        search.keys,
+        search.elapsed.as_secs_f64(),
+        search.violations.len(),
+        search.inconclusive.len(),
+        search.max_steps,
+        search.max_steps_key,
+        search.max_steps_operations,
+        search.max_cache_entries
+    );
+    // Print both checkers' findings before failing: when one fires, what the other saw (or
+    // missed) tells whether the engine's sequence numbers or the values went wrong.
+    for violation in violations.iter().take(10) {
+        eprintln!("history: sequence-based check: {violation}");
+    }
+    for finding in search
+        .violations
+        .iter()
+        .chain(&search.inconclusive)
+        .take(10)
+    {
+        eprintln!("history: search checker: {finding}");
+    }
     assert!(
-        violations.is_empty(),
-        "{} violations, first: {:#?}",
+        violations.is_empty() && search.violations.is_empty() && search.inconclusive.is_empty(),
+        "{} violations in the sequence-based checks; search checker: {} violations, {} inconclusive (listed above)",
         violations.len(),
-        &violations[..violations.len().min(10)]
+        search.violations.len(),
+        search.inconclusive.len()
     );
 }
