@@ -387,8 +387,10 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
         by_value: HashMap::new(),
         suffix_min_response: vec![u64::MAX],
     };
-    // Positions: 0 = initial state, p + 1 = after write p.
-    let mut gets: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();
+    // Positions: 0 = initial state, p + 1 = after write p. A get that returned a value has
+    // one candidate position; a get that returned nothing has one per allowed delete (and the
+    // initial state), and the real-time check below picks among them.
+    let mut gets: HashMap<&str, Vec<(u64, u64, Vec<usize>)>> = HashMap::new();
     for event in events {
         let Kind::Get { key, value } = &event.kind else {
             continue;
@@ -402,60 +404,59 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
             position >= lowest
                 && (position == 0 || index.writes[position - 1].invoke < event.response)
         };
-        let observed = match value {
+        let candidates: Vec<usize> = match value {
             Some(value) => index
                 .by_value
                 .get(value.as_str())
                 .map(|&write| write + 1)
-                .filter(|&position| allowed(position)),
+                .filter(|&position| allowed(position))
+                .into_iter()
+                .collect(),
             None => (lowest..=index.writes.len())
                 .take_while(|&position| {
                     position == 0 || index.writes[position - 1].invoke < event.response
                 })
-                .find(|&position| position == 0 || index.writes[position - 1].value.is_none()),
+                .filter(|&position| position == 0 || index.writes[position - 1].value.is_none())
+                .collect(),
         };
-        match observed {
-            Some(position) => {
-                gets.entry(key)
-                    .or_default()
-                    .push((event.invoke, event.response, position))
-            }
-            None => violations.push(format!(
+        if candidates.is_empty() {
+            violations.push(format!(
                 "get({key}) at [{}, {}] returned {value:?}, which no linearization allows",
                 event.invoke, event.response
-            )),
+            ));
+        } else {
+            gets.entry(key)
+                .or_default()
+                .push((event.invoke, event.response, candidates));
         }
     }
     for (key, mut key_gets) in gets {
-        // Gets ordered in real time must not go back in the write order.
+        // Gets ordered in real time must not go back in the write order. Taken in invocation
+        // order, each get gets the smallest candidate at or above every position chosen for
+        // a get that responded before it began: choosing the smallest keeps later lower
+        // bounds as low as possible, so this finds an assignment whenever one exists. (Taking
+        // the earliest delete regardless — the old rule — flagged a "nothing" read after a
+        // later delete as going back in time.)
         key_gets.sort_by_key(|&(invoke, _, _)| invoke);
-        let position = |observed: usize| {
-            if observed == usize::MAX {
-                0
-            } else {
-                observed + 1
-            }
-        };
-        let mut best_finished: Option<(u64, usize)> = None; // (response, position)
-        let mut by_response = key_gets.clone();
-        by_response.sort_by_key(|&(_, response, _)| response);
-        let mut finished = by_response.iter().peekable();
-        for &(invoke, _, observed) in &key_gets {
-            while let Some(&&(_, response, earlier)) = finished.peek() {
-                if response < invoke {
-                    let candidate = position(earlier);
-                    if best_finished.is_none_or(|(_, best)| candidate > best) {
-                        best_finished = Some((response, candidate));
-                    }
-                    finished.next();
+        let mut by_response: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> =
+            std::collections::BinaryHeap::new();
+        let mut best_finished: Option<usize> = None;
+        for (invoke, response, candidates) in &key_gets {
+            while let Some(&std::cmp::Reverse((finished_response, position))) = by_response.peek()
+            {
+                if finished_response < *invoke {
+                    best_finished = Some(best_finished.map_or(position, |best| best.max(position)));
+                    by_response.pop();
                 } else {
                     break;
                 }
             }
-            if let Some((_, best)) = best_finished {
-                if position(observed) < best {
-                    violations.push(format!("get({key}) at {invoke} went back in time"));
+            let bound = best_finished.unwrap_or(0);
+            match candidates.iter().copied().filter(|&position| position >= bound).min() {
+                Some(position) => {
+                    by_response.push(std::cmp::Reverse((*response, position)));
                 }
+                None => violations.push(format!("get({key}) at {invoke} went back in time")),
             }
         }
     }
