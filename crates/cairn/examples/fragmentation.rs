@@ -16,7 +16,7 @@
 //!   cargo run --release -p cairn --example fragmentation -- [--live-mib 1024]
 //!       [--patterns P1,P2,...] [--systems memstore,hashmap,redis] [--capacity-factor 1.10]
 //!   cargo run --release -p cairn --example fragmentation -- --churn [--capacity-mib 1024]
-//!       [--operations 20000000] [--threads 2]
+//!       [--operations 20000000] [--threads 2] [--compaction-threads 1] [--compaction-trigger 0.2]
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -423,12 +423,20 @@ fn churn() {
     let threads: u64 = argument("--threads")
         .map(|value| value.parse().unwrap())
         .unwrap_or(2);
+    let compaction_threads: usize = argument("--compaction-threads")
+        .map(|value| value.parse().unwrap())
+        .unwrap_or(1);
+    let trigger: f64 = argument("--compaction-trigger")
+        .map(|value| value.parse().unwrap())
+        .unwrap_or(0.2);
     let capacity = capacity_mib << 20;
     let store = MemStore::new(MemStoreOptions {
         capacity_bytes: capacity,
         segment_bytes: 8 << 20,
         block_bytes: 64 << 10,
         index_partitions: 256,
+        compaction_threads,
+        compaction_trigger_free_fraction: trigger,
         ..MemStoreOptions::default()
     })
     .unwrap();
@@ -539,7 +547,7 @@ fn churn() {
             .copied()
             .unwrap_or(0)
     };
-    println!("churn: capacity {capacity_mib} MiB, {threads} threads, {operations} operations after preload to 80 %");
+    println!("churn: capacity {capacity_mib} MiB, {threads} threads, {compaction_threads} compaction threads, trigger {trigger}, {operations} operations after preload to 80 %");
     println!("| metric | value |\n|---|---|");
     println!(
         "| wall time incl. preload (s) | {:.1} |",

@@ -31,15 +31,23 @@
 //! 4. At most `MAX_SLOT_THREADS` threads get a private slot; further threads record their epoch
 //!    in a mutex-protected overflow list (slower, still correct).
 
+use crate::sync::{fence, AtomicU64, Ordering};
+#[cfg(not(loom))]
 use std::cell::Cell;
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+// The slot registry is process-wide bookkeeping outside the modelled protocol, so it keeps std
+// atomics even under loom (loom atomics cannot live in statics).
+use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
 /// Value of a slot whose thread is not inside a pinned section.
 const NOT_PINNED: u64 = 0;
 
 /// Threads that get a private cache-line slot in every table; later threads use the overflow list.
+#[cfg(not(loom))]
 pub const MAX_SLOT_THREADS: usize = 512;
+/// Threads that get a private slot (a loom model has at most 5 threads).
+#[cfg(loom)]
+pub const MAX_SLOT_THREADS: usize = 8;
 
 /// One cache line holding one value, so neighbouring slots never share a line.
 #[derive(Debug, Default)]
@@ -55,23 +63,28 @@ impl<T> std::ops::Deref for CachePadded<T> {
 
 /// Process-wide assignment of slot indexes to threads. An index is handed back when its thread
 /// exits, so a process that keeps creating short-lived threads does not run out.
+#[cfg(not(loom))]
 struct SlotRegistry {
     free: Mutex<Vec<usize>>,
     next: AtomicUsize,
 }
 
+#[cfg(not(loom))]
 static REGISTRY: SlotRegistry = SlotRegistry {
     free: Mutex::new(Vec::new()),
     next: AtomicUsize::new(0),
 };
 
 /// Highest slot index ever handed out plus one: reclaimers scan only this prefix.
+#[cfg(not(loom))]
 static SLOTS_IN_USE: AtomicUsize = AtomicUsize::new(0);
 
+#[cfg(not(loom))]
 struct ThreadSlot {
     index: Option<usize>,
 }
 
+#[cfg(not(loom))]
 impl ThreadSlot {
     fn acquire() -> Self {
         let reused = REGISTRY.free.lock().ok().and_then(|mut free| free.pop());
@@ -90,6 +103,7 @@ impl ThreadSlot {
     }
 }
 
+#[cfg(not(loom))]
 impl Drop for ThreadSlot {
     fn drop(&mut self) {
         if let Some(index) = self.index {
@@ -100,12 +114,47 @@ impl Drop for ThreadSlot {
     }
 }
 
+#[cfg(not(loom))]
 thread_local! {
     static THREAD_SLOT: ThreadSlot = ThreadSlot::acquire();
     /// Cached copy of the slot index (`usize::MAX` = not yet looked up, `usize::MAX - 1` = none).
     static THREAD_SLOT_INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
+// Loom runs its model threads on one OS thread and replays every execution, so under loom the
+// slot is a loom thread-local numbered by a per-execution counter: the same schedule gives the
+// same slots, whatever other tests do with the process-wide registry.
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref LOOM_NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static LOOM_SLOT: usize = LOOM_NEXT_SLOT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg(loom)]
+fn current_thread_slot() -> Option<usize> {
+    LOOM_SLOT
+        .try_with(|index| *index)
+        .ok()
+        .filter(|&index| index < MAX_SLOT_THREADS)
+}
+
+/// Slots a reclaimer must scan.
+#[cfg(not(loom))]
+fn slots_in_use() -> usize {
+    SLOTS_IN_USE.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Under loom every slot is scanned, so replays of one schedule make the same loads.
+#[cfg(loom)]
+fn slots_in_use() -> usize {
+    MAX_SLOT_THREADS
+}
+
+#[cfg(not(loom))]
 fn current_thread_slot() -> Option<usize> {
     let cached = THREAD_SLOT_INDEX
         .try_with(Cell::get)
@@ -150,6 +199,12 @@ impl EpochTable {
     /// Enters a pinned section; everything reachable from shared state stays allocated until the
     /// guard is dropped.
     pub fn pin(&self) -> EpochGuard<'_> {
+        // Loom models never use the overflow list (its mutex is invisible to loom).
+        #[cfg(loom)]
+        assert!(
+            current_thread_slot().is_some(),
+            "loom thread without a slot"
+        );
         match current_thread_slot().and_then(|index| self.slots.get(index)) {
             Some(slot) => {
                 if slot.load(Ordering::Relaxed) != NOT_PINNED {
@@ -169,15 +224,13 @@ impl EpochTable {
                 }
             }
             None => {
-                let epoch = {
-                    let mut overflow = self
-                        .overflow
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    let epoch = self.global.load(Ordering::SeqCst);
-                    overflow.push(epoch);
-                    epoch
-                };
+                // Same order as a slot: read the epoch, publish it, fence. The mutex only guards
+                // the list (no atomic of the protocol is touched while it is held).
+                let epoch = self.global.load(Ordering::SeqCst);
+                self.overflow
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(epoch);
                 fence(Ordering::SeqCst);
                 EpochGuard {
                     table: self,
@@ -202,7 +255,7 @@ impl EpochTable {
         // Invariant 2: the scan must not be reordered before the unlink / advance.
         fence(Ordering::SeqCst);
         let mut minimum = self.global.load(Ordering::SeqCst);
-        let in_use = SLOTS_IN_USE.load(Ordering::SeqCst).min(self.slots.len());
+        let in_use = slots_in_use().min(self.slots.len());
         for slot in self.slots.iter().take(in_use) {
             let epoch = slot.load(Ordering::SeqCst);
             if epoch != NOT_PINNED && epoch < minimum {
@@ -258,7 +311,9 @@ impl Drop for EpochGuard<'_> {
     }
 }
 
+// The loom build runs only `loom_tests` (these use real threads).
 #[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
@@ -363,5 +418,107 @@ mod tests {
         }
         assert_eq!(violations.load(Ordering::SeqCst), 0);
         assert!(swaps > 100, "reclaimer made too little progress: {swaps}");
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+
+    const LIVE: u64 = 7;
+    const FREED: u64 = 0xdead;
+
+    /// Two objects and a shared "pointer" (the id of the current one), as an index entry
+    /// points at a segment.
+    struct Shared {
+        table: EpochTable,
+        current: crate::sync::AtomicUsize,
+        objects: [UnsafeCell<u64>; 2],
+    }
+
+    impl Shared {
+        fn new() -> Self {
+            Shared {
+                table: EpochTable::new(),
+                current: crate::sync::AtomicUsize::new(0),
+                objects: [UnsafeCell::new(LIVE), UnsafeCell::new(LIVE)],
+            }
+        }
+
+        /// Reads object `id` (loom reports a causality violation if a free races with it).
+        fn read(&self, id: usize) -> u64 {
+            // SAFETY: loom's cell checks that no write (free) is concurrent with this read.
+            self.objects[id].with(|value| unsafe { *value })
+        }
+
+        /// "Frees" object `id` by overwriting it.
+        fn free(&self, id: usize) {
+            // SAFETY: loom's cell checks that no read is concurrent with this write.
+            self.objects[id].with_mut(|value| unsafe { *value = FREED });
+        }
+    }
+
+    fn reader(shared: &Shared, nested: bool) {
+        let guard = shared.table.pin();
+        let inner = nested.then(|| shared.table.pin());
+        // A nested guard dropped early must not unpin the outer one.
+        drop(inner);
+        let id = shared.current.load(Ordering::Acquire);
+        assert_eq!(shared.read(id), LIVE, "reader reached a freed object");
+        drop(guard);
+    }
+
+    /// A reader pins, reads the current object id, and uses the object; the reclaimer unlinks
+    /// it, retires it with a stamp, and frees it only if the minimum epoch is past the stamp.
+    /// The object is never freed while the reader can use it, and is freeable once the reader
+    /// has unpinned.
+    #[test]
+    fn retired_object_is_freed_only_after_reader_unpins() {
+        loom::model(|| {
+            let shared = Arc::new(Shared::new());
+            let reader_thread = {
+                let shared = shared.clone();
+                loom::thread::spawn(move || reader(&shared, false))
+            };
+            let old = shared.current.swap(1, Ordering::AcqRel);
+            let stamp = shared.table.advance();
+            let freed = shared.table.is_safe(stamp);
+            if freed {
+                shared.free(old);
+            }
+            reader_thread.join().expect("reader");
+            assert!(
+                shared.table.is_safe(stamp),
+                "not freeable after the reader unpinned"
+            );
+            if !freed {
+                shared.free(old);
+            }
+        });
+    }
+
+    /// Same with the reclaimer on its own thread polling the minimum epoch until it may free,
+    /// and a reader that nests a second pin: the poll terminates, and the free never races the
+    /// read.
+    #[test]
+    fn polling_reclaimer_frees_after_nested_reader() {
+        loom::model(|| {
+            let shared = Arc::new(Shared::new());
+            let reclaimer = {
+                let shared = shared.clone();
+                loom::thread::spawn(move || {
+                    let old = shared.current.swap(1, Ordering::AcqRel);
+                    let stamp = shared.table.advance();
+                    while !shared.table.is_safe(stamp) {
+                        loom::thread::yield_now();
+                    }
+                    shared.free(old);
+                })
+            };
+            reader(&shared, true);
+            reclaimer.join().expect("reclaimer");
+        });
     }
 }

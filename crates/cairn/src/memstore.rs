@@ -41,6 +41,11 @@ const MAX_WRITE_ATTEMPTS: usize = 64;
 const MAX_VICTIMS_PER_ROUND: usize = 64;
 /// Writers that must wait for space let compaction take segments up to this utilization.
 const PRESSURE_MAX_UTILIZATION: f64 = 0.995;
+thread_local! {
+    /// Reused buffer for reading keys back from the log while resizing the index.
+    static KEY_SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// Largest key accepted (the brief's limit: 64 KiB).
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
 
@@ -394,6 +399,18 @@ impl Inner {
         }
     }
 
+    /// Key hash of the object at `location` (for moving index entries). Caller is pinned.
+    fn hash_at(&self, location: u64) -> u64 {
+        KEY_SCRATCH.with(|scratch| {
+            let mut key = scratch.take();
+            key.clear();
+            self.log.read_key(location, &mut key);
+            let hash = hash_key(&key);
+            scratch.set(key);
+            hash
+        })
+    }
+
     /// The one write path: put, delete and update. Returns whether the key had a value.
     fn mutate(&self, key: &[u8], mut mutation: Mutation<'_>) -> Result<bool> {
         let hash = hash_key(key);
@@ -445,12 +462,10 @@ impl Inner {
                     )));
                 }
             }
-            if found.is_none() && !pair.has_room() {
+            if found.is_none() && !pair.make_room(|location| self.hash_at(location)) {
                 drop(pair);
                 self.index.grow(&guard, &self.epochs, hash, |location| {
-                    let mut key = Vec::new();
-                    self.log.read_key(location, &mut key);
-                    hash_key(&key)
+                    self.hash_at(location)
                 })?;
                 continue;
             }

@@ -1,12 +1,12 @@
 //! Atomics used by the lock-free protocols, switchable to loom's model-checked versions.
 //!
 //! Build with `RUSTFLAGS="--cfg loom"` (and a separate `CARGO_TARGET_DIR`) to run the loom
-//! tests of `sequence` and `wal_writer`; every other build uses `std`.
+//! tests of `sequence`, `wal_writer`, `epoch` and `hashindex`; every other build uses `std`.
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// Gives other threads a chance to run while waiting for them (loom needs to know).
 #[inline]
