@@ -91,6 +91,8 @@ pub struct ResultEntry {
     pub threads: usize,
     /// Engine name.
     pub engine: String,
+    /// The engine cannot run this workload (scans on an engine without key order): no runs.
+    pub unsupported: bool,
     /// Caveat of the workload, if any.
     pub note: Option<String>,
     /// Every repetition.
@@ -208,9 +210,17 @@ fn micros(value: f64) -> String {
 /// The results table (ratios to the first engine).
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
+    // Wide enough for every engine name (rwlock-hashmap is the longest built in).
+    let width = report
+        .engines
+        .iter()
+        .map(String::len)
+        .max()
+        .unwrap_or(0)
+        .max(8);
     let _ = writeln!(
         out,
-        "{:<17} {:>3} {:<8} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
+        "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
         "benchmark",
         "thr",
         "engine",
@@ -232,6 +242,14 @@ pub fn table(report: &Report) -> String {
             out.push('\n');
         }
         previous = Some(group);
+        if entry.unsupported {
+            let _ = writeln!(
+                out,
+                "{:<17} {:>3} {:<width$} unsupported (no ordered iteration)",
+                entry.benchmark, entry.threads, entry.engine
+            );
+            continue;
+        }
         let summary = &entry.summary;
         let found = if entry.runs.iter().any(|m| m.reads > 0) {
             format!("{:.0}%", summary.found_fraction.median * 100.0)
@@ -245,7 +263,7 @@ pub fn table(report: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<17} {:>3} {:<8} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8.0}",
+            "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8.0}",
             entry.benchmark,
             entry.threads,
             entry.engine,
