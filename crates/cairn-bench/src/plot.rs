@@ -60,6 +60,14 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     throughput(report, &path)?;
     written.push(path);
     for benchmark in benchmarks(report) {
+        // A benchmark no engine could run (scans on in-memory engines only) has no latencies.
+        let measured = report
+            .results
+            .iter()
+            .any(|entry| entry.benchmark == benchmark && !entry.latency_cdf.is_empty());
+        if !measured {
+            continue;
+        }
         let path = dir.join(format!("latency_{benchmark}.png"));
         latency_cdf(report, &benchmark, &path)?;
         written.push(path);
@@ -68,8 +76,28 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// One panel per benchmark: median ops/s (min–max bars) against threads, a line per engine.
+/// Thread counts are evenly spaced categories (1, 2, 16 would crowd 1 and 2 on a linear axis).
 fn throughput(report: &Report, path: &Path) -> Result<()> {
-    let names = benchmarks(report);
+    // Benchmarks no engine could run (scans on in-memory engines) get no panel.
+    let names: Vec<String> = benchmarks(report)
+        .into_iter()
+        .filter(|name| {
+            report
+                .results
+                .iter()
+                .any(|entry| &entry.benchmark == name && !entry.unsupported)
+        })
+        .collect();
+    let mut thread_counts: Vec<usize> = report.results.iter().map(|e| e.threads).collect();
+    thread_counts.sort_unstable();
+    thread_counts.dedup();
+    let position = |threads: usize| {
+        thread_counts
+            .iter()
+            .position(|&count| count == threads)
+            .unwrap_or(0) as f64
+    };
+    let last = thread_counts.len().saturating_sub(1) as f64;
     let columns = names.len().clamp(1, 3);
     let rows = names.len().div_ceil(columns).max(1);
     let size = (520 * columns as u32, 400 * rows as u32);
@@ -80,9 +108,8 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
         let entries: Vec<&ResultEntry> = report
             .results
             .iter()
-            .filter(|entry| &entry.benchmark == benchmark)
+            .filter(|entry| &entry.benchmark == benchmark && !entry.unsupported)
             .collect();
-        let max_threads = entries.iter().map(|e| e.threads).max().unwrap_or(1) as f64;
         let top = entries
             .iter()
             .map(|e| e.summary.ops_per_sec.max)
@@ -97,7 +124,7 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
             .margin(12)
             .x_label_area_size(38)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.5f64..max_threads + 0.5, 0f64..top)
+            .build_cartesian_2d(-0.5f64..last + 0.5, 0f64..top)
             .map_err(plot_error)?;
         chart
             .configure_mesh()
@@ -105,8 +132,18 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
             .y_desc("ops/s (median, min-max)")
             .label_style((FONT, 13).into_font())
             .axis_desc_style((FONT, 14).into_font())
-            .x_labels(max_threads as usize + 1)
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_labels(thread_counts.len() + 1)
+            .disable_x_mesh()
+            .x_label_formatter(&|x| {
+                // Only whole positions name a thread count.
+                let index = x.round();
+                if (x - index).abs() > 1e-6 || index < 0.0 {
+                    return String::new();
+                }
+                thread_counts
+                    .get(index as usize)
+                    .map_or_else(String::new, |count| count.to_string())
+            })
             .y_label_formatter(&|y| {
                 if *y >= 1e6 {
                     format!("{:.1}M", y / 1e6)
@@ -129,7 +166,7 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
             let style = color(index).stroke_width(2);
             let line: Vec<(f64, f64)> = points
                 .iter()
-                .map(|e| (e.threads as f64, e.summary.ops_per_sec.median))
+                .map(|e| (position(e.threads), e.summary.ops_per_sec.median))
                 .collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), style))
@@ -146,7 +183,7 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
                 .map_err(plot_error)?;
             chart
                 .draw_series(points.iter().map(|e| {
-                    let x = e.threads as f64;
+                    let x = position(e.threads);
                     PathElement::new(
                         vec![
                             (x, e.summary.ops_per_sec.min),
