@@ -517,6 +517,7 @@ fn run(args: Args) -> Result<()> {
     println!();
     println!(
         "results: median of {} repetitions [min-max]; ratio = ops/s / {}'s; latencies per operation; \
+         cpu-us/op = process CPU time (all threads) / operations; \
          w-amp = bytes written to storage / key+value bytes written",
         report.repetitions, report.engines[0]
     );
