@@ -4,7 +4,7 @@
 //! library is needed.
 
 use crate::error::{BenchError, Result};
-use crate::report::{Report, ResultEntry};
+use crate::report::{Report, ResultEntry, Stat, Summary};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -56,9 +56,14 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)
         .map_err(|error| plot_error(format!("creating {}: {error}", dir.display())))?;
     let mut written = Vec::new();
-    let path = dir.join("throughput.png");
-    throughput(report, &path)?;
-    written.push(path);
+    for (file, metric) in [
+        ("throughput.png", &THROUGHPUT),
+        ("cpu_per_op.png", &CPU_PER_OP),
+    ] {
+        let path = dir.join(file);
+        per_thread_panels(report, metric, &path)?;
+        written.push(path);
+    }
     for benchmark in benchmarks(report) {
         // A benchmark no engine could run (scans on in-memory engines only) has no latencies.
         let measured = report
@@ -75,9 +80,44 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// One panel per benchmark: median ops/s (min–max bars) against threads, a line per engine.
-/// Thread counts are evenly spaced categories (1, 2, 16 would crowd 1 and 2 on a linear axis).
-fn throughput(report: &Report, path: &Path) -> Result<()> {
+/// A figure drawn against threads.
+struct Metric {
+    /// Panel caption after the benchmark name.
+    caption: &'static str,
+    /// Y axis description.
+    y_desc: &'static str,
+    /// The figure's statistic in a summary.
+    stat: fn(&Summary) -> Stat,
+    /// Y axis labels.
+    label: fn(f64) -> String,
+}
+
+const THROUGHPUT: Metric = Metric {
+    caption: "throughput vs threads",
+    y_desc: "ops/s (median, min-max)",
+    stat: |summary| summary.ops_per_sec,
+    label: |y| {
+        if y >= 1e6 {
+            format!("{:.1}M", y / 1e6)
+        } else {
+            format!("{:.0}k", y / 1e3)
+        }
+    },
+};
+
+// ops/s on a shared machine partly measures what other processes left; CPU time per operation
+// much less so.
+const CPU_PER_OP: Metric = Metric {
+    caption: "CPU per operation (lower is better)",
+    y_desc: "process CPU us/op (median, min-max)",
+    stat: |summary| summary.cpu_us_per_op,
+    label: |y| format!("{y:.2}"),
+};
+
+/// One panel per benchmark: the metric's median (min–max bars) against threads, a line per
+/// engine. Thread counts are evenly spaced categories (1, 2, 16 would crowd 1 and 2 on a linear
+/// axis).
+fn per_thread_panels(report: &Report, metric: &Metric, path: &Path) -> Result<()> {
     // Benchmarks no engine could run (scans on in-memory engines) get no panel.
     let names: Vec<String> = benchmarks(report)
         .into_iter()
@@ -112,13 +152,13 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
             .collect();
         let top = entries
             .iter()
-            .map(|e| e.summary.ops_per_sec.max)
+            .map(|e| (metric.stat)(&e.summary).max)
             .fold(0.0f64, f64::max)
             .max(1.0)
             * 1.15;
         let mut chart = ChartBuilder::on(panel)
             .caption(
-                format!("{benchmark}: throughput vs threads"),
+                format!("{benchmark}: {}", metric.caption),
                 (FONT, 18).into_font(),
             )
             .margin(12)
@@ -129,7 +169,7 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
         chart
             .configure_mesh()
             .x_desc("threads")
-            .y_desc("ops/s (median, min-max)")
+            .y_desc(metric.y_desc)
             .label_style((FONT, 13).into_font())
             .axis_desc_style((FONT, 14).into_font())
             .x_labels(thread_counts.len() + 1)
@@ -144,13 +184,7 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
                     .get(index as usize)
                     .map_or_else(String::new, |count| count.to_string())
             })
-            .y_label_formatter(&|y| {
-                if *y >= 1e6 {
-                    format!("{:.1}M", y / 1e6)
-                } else {
-                    format!("{:.0}k", y / 1e3)
-                }
-            })
+            .y_label_formatter(&|y| (metric.label)(*y))
             .draw()
             .map_err(plot_error)?;
         for (index, engine) in report.engines.iter().enumerate() {
@@ -166,7 +200,7 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
             let style = color(index).stroke_width(2);
             let line: Vec<(f64, f64)> = points
                 .iter()
-                .map(|e| (position(e.threads), e.summary.ops_per_sec.median))
+                .map(|e| (position(e.threads), (metric.stat)(&e.summary).median))
                 .collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), style))
@@ -186,8 +220,8 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
                     let x = position(e.threads);
                     PathElement::new(
                         vec![
-                            (x, e.summary.ops_per_sec.min),
-                            (x, e.summary.ops_per_sec.max),
+                            (x, (metric.stat)(&e.summary).min),
+                            (x, (metric.stat)(&e.summary).max),
                         ],
                         color(index).stroke_width(1),
                     )
