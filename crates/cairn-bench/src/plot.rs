@@ -4,7 +4,7 @@
 //! library is needed.
 
 use crate::error::{BenchError, Result};
-use crate::report::{Report, ResultEntry};
+use crate::report::{Report, ResultEntry, Stat, Summary};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -56,10 +56,23 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)
         .map_err(|error| plot_error(format!("creating {}: {error}", dir.display())))?;
     let mut written = Vec::new();
-    let path = dir.join("throughput.png");
-    throughput(report, &path)?;
-    written.push(path);
+    for (file, metric) in [
+        ("throughput.png", &THROUGHPUT),
+        ("cpu_per_op.png", &CPU_PER_OP),
+    ] {
+        let path = dir.join(file);
+        per_thread_panels(report, metric, &path)?;
+        written.push(path);
+    }
     for benchmark in benchmarks(report) {
+        // A benchmark no engine could run (scans on in-memory engines only) has no latencies.
+        let measured = report
+            .results
+            .iter()
+            .any(|entry| entry.benchmark == benchmark && !entry.latency_cdf.is_empty());
+        if !measured {
+            continue;
+        }
         let path = dir.join(format!("latency_{benchmark}.png"));
         latency_cdf(report, &benchmark, &path)?;
         written.push(path);
@@ -67,9 +80,64 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// One panel per benchmark: median ops/s (min–max bars) against threads, a line per engine.
-fn throughput(report: &Report, path: &Path) -> Result<()> {
-    let names = benchmarks(report);
+/// A figure drawn against threads.
+struct Metric {
+    /// Panel caption after the benchmark name.
+    caption: &'static str,
+    /// Y axis description.
+    y_desc: &'static str,
+    /// The figure's statistic in a summary.
+    stat: fn(&Summary) -> Stat,
+    /// Y axis labels.
+    label: fn(f64) -> String,
+}
+
+const THROUGHPUT: Metric = Metric {
+    caption: "throughput vs threads",
+    y_desc: "ops/s (median, min-max)",
+    stat: |summary| summary.ops_per_sec,
+    label: |y| {
+        if y >= 1e6 {
+            format!("{:.1}M", y / 1e6)
+        } else {
+            format!("{:.0}k", y / 1e3)
+        }
+    },
+};
+
+// ops/s on a shared machine partly measures what other processes left; CPU time per operation
+// much less so.
+const CPU_PER_OP: Metric = Metric {
+    caption: "CPU per operation (lower is better)",
+    y_desc: "process CPU us/op (median, min-max)",
+    stat: |summary| summary.cpu_us_per_op,
+    label: |y| format!("{y:.2}"),
+};
+
+/// One panel per benchmark: the metric's median (min–max bars) against threads, a line per
+/// engine. Thread counts are evenly spaced categories (1, 2, 16 would crowd 1 and 2 on a linear
+/// axis).
+fn per_thread_panels(report: &Report, metric: &Metric, path: &Path) -> Result<()> {
+    // Benchmarks no engine could run (scans on in-memory engines) get no panel.
+    let names: Vec<String> = benchmarks(report)
+        .into_iter()
+        .filter(|name| {
+            report
+                .results
+                .iter()
+                .any(|entry| &entry.benchmark == name && !entry.unsupported)
+        })
+        .collect();
+    let mut thread_counts: Vec<usize> = report.results.iter().map(|e| e.threads).collect();
+    thread_counts.sort_unstable();
+    thread_counts.dedup();
+    let position = |threads: usize| {
+        thread_counts
+            .iter()
+            .position(|&count| count == threads)
+            .unwrap_or(0) as f64
+    };
+    let last = thread_counts.len().saturating_sub(1) as f64;
     let columns = names.len().clamp(1, 3);
     let rows = names.len().div_ceil(columns).max(1);
     let size = (520 * columns as u32, 400 * rows as u32);
@@ -80,40 +148,43 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
         let entries: Vec<&ResultEntry> = report
             .results
             .iter()
-            .filter(|entry| &entry.benchmark == benchmark)
+            .filter(|entry| &entry.benchmark == benchmark && !entry.unsupported)
             .collect();
-        let max_threads = entries.iter().map(|e| e.threads).max().unwrap_or(1) as f64;
         let top = entries
             .iter()
-            .map(|e| e.summary.ops_per_sec.max)
+            .map(|e| (metric.stat)(&e.summary).max)
             .fold(0.0f64, f64::max)
             .max(1.0)
             * 1.15;
         let mut chart = ChartBuilder::on(panel)
             .caption(
-                format!("{benchmark}: throughput vs threads"),
+                format!("{benchmark}: {}", metric.caption),
                 (FONT, 18).into_font(),
             )
             .margin(12)
             .x_label_area_size(38)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.5f64..max_threads + 0.5, 0f64..top)
+            .build_cartesian_2d(-0.5f64..last + 0.5, 0f64..top)
             .map_err(plot_error)?;
         chart
             .configure_mesh()
             .x_desc("threads")
-            .y_desc("ops/s (median, min-max)")
+            .y_desc(metric.y_desc)
             .label_style((FONT, 13).into_font())
             .axis_desc_style((FONT, 14).into_font())
-            .x_labels(max_threads as usize + 1)
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| {
-                if *y >= 1e6 {
-                    format!("{:.1}M", y / 1e6)
-                } else {
-                    format!("{:.0}k", y / 1e3)
+            .x_labels(thread_counts.len() + 1)
+            .disable_x_mesh()
+            .x_label_formatter(&|x| {
+                // Only whole positions name a thread count.
+                let index = x.round();
+                if (x - index).abs() > 1e-6 || index < 0.0 {
+                    return String::new();
                 }
+                thread_counts
+                    .get(index as usize)
+                    .map_or_else(String::new, |count| count.to_string())
             })
+            .y_label_formatter(&|y| (metric.label)(*y))
             .draw()
             .map_err(plot_error)?;
         for (index, engine) in report.engines.iter().enumerate() {
@@ -129,7 +200,7 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
             let style = color(index).stroke_width(2);
             let line: Vec<(f64, f64)> = points
                 .iter()
-                .map(|e| (e.threads as f64, e.summary.ops_per_sec.median))
+                .map(|e| (position(e.threads), (metric.stat)(&e.summary).median))
                 .collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), style))
@@ -146,11 +217,11 @@ fn throughput(report: &Report, path: &Path) -> Result<()> {
                 .map_err(plot_error)?;
             chart
                 .draw_series(points.iter().map(|e| {
-                    let x = e.threads as f64;
+                    let x = position(e.threads);
                     PathElement::new(
                         vec![
-                            (x, e.summary.ops_per_sec.min),
-                            (x, e.summary.ops_per_sec.max),
+                            (x, (metric.stat)(&e.summary).min),
+                            (x, (metric.stat)(&e.summary).max),
                         ],
                         color(index).stroke_width(1),
                     )

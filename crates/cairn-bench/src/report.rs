@@ -57,6 +57,8 @@ pub struct Summary {
     pub space_bytes: Stat,
     /// Fraction of point reads that found their key.
     pub found_fraction: Stat,
+    /// Process CPU microseconds per operation.
+    pub cpu_us_per_op: Stat,
 }
 
 impl Summary {
@@ -71,6 +73,7 @@ impl Summary {
             p999_us: stat(|m| m.p999_us),
             write_amplification: stat(|m| m.write_amplification),
             space_bytes: stat(|m| m.space_bytes as f64),
+            cpu_us_per_op: stat(|m| m.cpu_us_per_op),
             found_fraction: stat(|m| {
                 if m.reads == 0 {
                     0.0
@@ -91,6 +94,8 @@ pub struct ResultEntry {
     pub threads: usize,
     /// Engine name.
     pub engine: String,
+    /// The engine cannot run this workload (scans on an engine without key order): no runs.
+    pub unsupported: bool,
     /// Caveat of the workload, if any.
     pub note: Option<String>,
     /// Every repetition.
@@ -208,9 +213,17 @@ fn micros(value: f64) -> String {
 /// The results table (ratios to the first engine).
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
+    // Wide enough for every engine name (rwlock-hashmap is the longest built in).
+    let width = report
+        .engines
+        .iter()
+        .map(String::len)
+        .max()
+        .unwrap_or(0)
+        .max(8);
     let _ = writeln!(
         out,
-        "{:<17} {:>3} {:<8} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
+        "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8}",
         "benchmark",
         "thr",
         "engine",
@@ -221,6 +234,7 @@ pub fn table(report: &Report) -> String {
         "p50us",
         "p99us",
         "p99.9us",
+        "cpu-us/op",
         "found",
         "w-amp",
         "spaceMiB"
@@ -232,6 +246,14 @@ pub fn table(report: &Report) -> String {
             out.push('\n');
         }
         previous = Some(group);
+        if entry.unsupported {
+            let _ = writeln!(
+                out,
+                "{:<17} {:>3} {:<width$} unsupported (no ordered iteration)",
+                entry.benchmark, entry.threads, entry.engine
+            );
+            continue;
+        }
         let summary = &entry.summary;
         let found = if entry.runs.iter().any(|m| m.reads > 0) {
             format!("{:.0}%", summary.found_fraction.median * 100.0)
@@ -245,7 +267,7 @@ pub fn table(report: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<17} {:>3} {:<8} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8.0}",
+            "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>9.2} {:>6} {:>6} {:>8.0}",
             entry.benchmark,
             entry.threads,
             entry.engine,
@@ -260,6 +282,7 @@ pub fn table(report: &Report) -> String {
             micros(summary.p50_us.median),
             micros(summary.p99_us.median),
             micros(summary.p999_us.median),
+            summary.cpu_us_per_op.median,
             found,
             amplification,
             summary.space_bytes.median / (1024.0 * 1024.0),

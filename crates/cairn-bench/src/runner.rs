@@ -80,6 +80,12 @@ pub struct Measurement {
     pub space_bytes: u64,
     /// Engine counters that changed during the phase (cairn: its own byte counters).
     pub engine_counters: Vec<(String, u64)>,
+    /// CPU time of the whole process during the phase (every thread: workers, the engine's
+    /// background threads, the benchmark's own key generation), in seconds.
+    pub cpu_seconds: f64,
+    /// cpu_seconds per counted operation, in microseconds: unlike ops/s it does not depend on
+    /// how much of the machine other processes took.
+    pub cpu_us_per_op: f64,
 }
 
 /// Latency histogram in nanoseconds, 1 ns to 100 s, 3 significant digits.
@@ -339,6 +345,27 @@ pub fn process_bytes_written() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time this process has used, all threads, in seconds (0 where /proc is unavailable).
+pub fn process_cpu_seconds() -> f64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // The command name (field 2) may hold spaces and parentheses: count fields after its
+    // closing parenthesis. utime and stime are fields 14 and 15, in USER_HZ ticks, which
+    // Linux fixes at 100 for user space.
+    let Some(rest) = text.rfind(')').map(|end| &text[end + 1..]) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|field| field.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
 /// Total size of the files under `dir`.
 pub fn directory_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -456,6 +483,7 @@ fn run_phase(
     };
     let bar = progress_bar(spec.label, bar_total, show_progress);
     let disk_before = process_bytes_written();
+    let cpu_before = process_cpu_seconds();
     let counters_before = engine.counters();
     let started = Instant::now();
     let plan = Plan {
@@ -536,6 +564,7 @@ fn run_phase(
         ended = ended.max(outcome.ended);
     }
     let disk_after = process_bytes_written();
+    let cpu_after = process_cpu_seconds();
     let counters_after = engine.counters();
     let seconds = (ended - started).as_secs_f64().max(1e-9);
     measurement.seconds = seconds;
@@ -546,6 +575,10 @@ fn run_phase(
     measurement.p99_us = micros(0.99);
     measurement.p999_us = micros(0.999);
     measurement.max_us = histogram.max() as f64 / 1000.0;
+    measurement.cpu_seconds = (cpu_after - cpu_before).max(0.0);
+    if measurement.ops > 0 {
+        measurement.cpu_us_per_op = measurement.cpu_seconds * 1e6 / measurement.ops as f64;
+    }
     measurement.disk_bytes = disk_after.saturating_sub(disk_before);
     measurement.write_amplification = if measurement.logical_bytes > 0 {
         measurement.disk_bytes as f64 / measurement.logical_bytes as f64

@@ -102,6 +102,14 @@ pub struct Workload {
     pub note: Option<&'static str>,
 }
 
+impl Workload {
+    /// Whether it needs ordered iteration (scans or a sequential read), which the in-memory
+    /// engines do not have.
+    pub fn needs_scan(&self) -> bool {
+        self.shape == Shape::SequentialScan || self.mix.iter().any(|(op, _)| *op == Op::Scan)
+    }
+}
+
 const WRITE: &[(Op, f64)] = &[(Op::Put, 1.0)];
 const READ: &[(Op, f64)] = &[(Op::Read, 1.0)];
 const DELETE: &[(Op, f64)] = &[(Op::Delete, 1.0)];
@@ -202,6 +210,42 @@ pub fn catalogue() -> Vec<Workload> {
             description: "YCSB C: 100% read, zipfian 0.99",
             mix: READ,
             dist: Dist::Zipfian,
+            budget: Budget::Reads,
+            ..base.clone()
+        },
+        // The same mixes with uniform keys, and an all-update mix, so that skew can be told
+        // apart from the mix (the MemStore comparison runs A, B, C and put both ways).
+        Workload {
+            name: "ycsb_a_uniform",
+            description: "YCSB A with uniform keys: 50% read, 50% update",
+            mix: &[(Op::Read, 0.5), (Op::Put, 0.5)],
+            budget: Budget::Reads,
+            ..base.clone()
+        },
+        Workload {
+            name: "ycsb_b_uniform",
+            description: "YCSB B with uniform keys: 95% read, 5% update",
+            mix: &[(Op::Read, 0.95), (Op::Put, 0.05)],
+            budget: Budget::Reads,
+            ..base.clone()
+        },
+        Workload {
+            name: "ycsb_c_uniform",
+            description: "YCSB C with uniform keys: 100% read",
+            mix: READ,
+            budget: Budget::Reads,
+            ..base.clone()
+        },
+        Workload {
+            name: "ycsb_put",
+            description: "YCSB-style all-update: 100% update of loaded records, zipfian 0.99",
+            dist: Dist::Zipfian,
+            budget: Budget::Reads,
+            ..base.clone()
+        },
+        Workload {
+            name: "ycsb_put_uniform",
+            description: "YCSB-style all-update: 100% update of loaded records, uniform",
             budget: Budget::Reads,
             ..base.clone()
         },
@@ -389,5 +433,18 @@ mod tests {
             Some(names.len())
         );
         assert!(parse_list("fillrandom,nonsense").is_err());
+    }
+
+    #[test]
+    fn scanning_workloads_are_known() {
+        let scanning: Vec<&str> = catalogue()
+            .iter()
+            .filter(|workload| workload.needs_scan())
+            .map(|workload| workload.name)
+            .collect();
+        assert!(scanning.contains(&"readseq"));
+        assert!(scanning.contains(&"ycsb_e"));
+        assert!(!scanning.contains(&"ycsb_a"));
+        assert!(!scanning.contains(&"ycsb_put_uniform"));
     }
 }

@@ -1,16 +1,23 @@
 //! The one trait every engine under test implements, and opening engines by name.
 //!
-//! One file per engine. Peers are compiled only with their cargo feature (`rocksdb`,
-//! `leveldb`), so the default build never touches their C++ sources.
+//! One file per engine (the two hash-map baselines share one). The LSM peers are compiled
+//! only with their cargo feature (`rocksdb`, `leveldb`), so the default build never touches
+//! their C++ sources; the in-memory engines (`memstore`, `rwlock-hashmap`, `dashmap`) are pure
+//! Rust and always built.
 
 use crate::error::{BenchError, Result};
 use std::path::Path;
 
 pub mod cairn;
+pub mod hashmaps;
 #[cfg(feature = "leveldb")]
 pub mod leveldb;
+pub mod memstore;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
+
+/// Engines kept wholly in memory, with no ordered iteration.
+const IN_MEMORY: [&str; 3] = ["memstore", "rwlock-hashmap", "dashmap"];
 
 /// The options shared by every engine, mapped onto each as closely as it allows.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -35,6 +42,16 @@ pub struct EngineConfig {
     pub level0_triggers: (usize, usize, usize),
     /// Sealed memtables that may wait for flush.
     pub max_immutable_memtables: usize,
+    /// Log capacity of `memstore` (MemStore's index is extra).
+    pub memstore_capacity: usize,
+}
+
+/// The error of a scan on an engine without ordered iteration. The runner skips workloads
+/// that scan on such engines before they start (see [`supports_scan`]); this is the backstop.
+pub fn unsupported_scan(engine: &str) -> BenchError {
+    BenchError::new(format!(
+        "{engine} has no ordered iteration: scans are unsupported"
+    ))
 }
 
 /// The value a read-modify-write stores: `value` with its first byte XORed with the current
@@ -91,6 +108,7 @@ pub trait Engine: Send + Sync {
 /// Engines this binary was built with.
 pub fn available() -> Vec<&'static str> {
     let mut names = vec!["cairn"];
+    names.extend(IN_MEMORY);
     if cfg!(feature = "rocksdb") {
         names.push("rocksdb");
     }
@@ -104,13 +122,15 @@ pub fn available() -> Vec<&'static str> {
 pub fn check_name(name: &str) -> Result<()> {
     match name {
         "cairn" => Ok(()),
+        name if IN_MEMORY.contains(&name) => Ok(()),
         "rocksdb" if cfg!(feature = "rocksdb") => Ok(()),
         "leveldb" if cfg!(feature = "leveldb") => Ok(()),
         "rocksdb" | "leveldb" => Err(BenchError::new(format!(
             "engine `{name}` was not compiled in: rebuild with `--features {name}` (see bench/README.md)"
         ))),
         other => Err(BenchError::new(format!(
-            "unknown engine `{other}` (known: cairn, rocksdb, leveldb; built: {})",
+            "unknown engine `{other}` (known: cairn, rocksdb, leveldb, {}; built: {})",
+            IN_MEMORY.join(", "),
             available().join(", ")
         ))),
     }
@@ -120,6 +140,9 @@ pub fn check_name(name: &str) -> Result<()> {
 pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
     match name {
         "cairn" => cairn::mapping(config),
+        "memstore" => memstore::mapping(config),
+        "rwlock-hashmap" => hashmaps::sharded_mapping(),
+        "dashmap" => hashmaps::dashmap_mapping(),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => rocksdb::mapping(config),
         #[cfg(feature = "leveldb")]
@@ -128,9 +151,20 @@ pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
     }
 }
 
-/// Opens engine `name` on a fresh directory `dir`.
+/// Whether engine `name` can run scans (the in-memory engines have no key order).
+pub fn supports_scan(name: &str) -> bool {
+    !IN_MEMORY.contains(&name)
+}
+
+/// Opens engine `name` on a fresh directory `dir` (the in-memory engines ignore it).
 pub fn open(name: &str, dir: &Path, config: &EngineConfig) -> Result<Box<dyn Engine>> {
     check_name(name)?;
+    match name {
+        "memstore" => return Ok(Box::new(memstore::MemStoreEngine::open(config)?)),
+        "rwlock-hashmap" => return Ok(Box::new(hashmaps::ShardedMap::new())),
+        "dashmap" => return Ok(Box::new(hashmaps::DashMapEngine::new())),
+        _ => {}
+    }
     #[cfg(feature = "rocksdb")]
     if name == "rocksdb" {
         return Ok(Box::new(rocksdb::RocksEngine::open(dir, config)?));
