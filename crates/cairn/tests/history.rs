@@ -442,8 +442,7 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
             std::collections::BinaryHeap::new();
         let mut best_finished: Option<usize> = None;
         for (invoke, response, candidates) in &key_gets {
-            while let Some(&std::cmp::Reverse((finished_response, position))) = by_response.peek()
-            {
+            while let Some(&std::cmp::Reverse((finished_response, position))) = by_response.peek() {
                 if finished_response < *invoke {
                     best_finished = Some(best_finished.map_or(position, |best| best.max(position)));
                     by_response.pop();
@@ -452,7 +451,12 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
                 }
             }
             let bound = best_finished.unwrap_or(0);
-            match candidates.iter().copied().filter(|&position| position >= bound).min() {
+            match candidates
+                .iter()
+                .copied()
+                .filter(|&position| position >= bound)
+                .min()
+            {
                 Some(position) => {
                     by_response.push(std::cmp::Reverse((*response, position)));
                 }

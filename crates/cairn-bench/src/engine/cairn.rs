@@ -10,6 +10,8 @@ use std::path::Path;
 pub struct CairnEngine {
     db: Db,
     write_options: WriteOptions,
+    /// `cairn-striped`: the lock-striped baseline instead of `Db::update`.
+    striped_read_modify_write: bool,
 }
 
 fn options(config: &EngineConfig) -> Options {
@@ -70,7 +72,14 @@ impl CairnEngine {
         Ok(CairnEngine {
             db,
             write_options: WriteOptions { sync: config.sync },
+            striped_read_modify_write: false,
         })
+    }
+
+    /// Makes `read_modify_write` the lock-striped get + put baseline (engine
+    /// `cairn-striped`), to compare cairn's optimistic RMW with it on the same engine.
+    pub fn use_striped_read_modify_write(&mut self) {
+        self.striped_read_modify_write = true;
     }
 }
 
@@ -80,6 +89,9 @@ impl Engine for CairnEngine {
     }
 
     fn read_modify_write(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        if self.striped_read_modify_write {
+            return super::striped_read_modify_write(self, key, value);
+        }
         // cairn's optimistic, atomic read-modify-write (cLSM Algorithm 3).
         let mut found = false;
         self.db.update(key, |current| {
