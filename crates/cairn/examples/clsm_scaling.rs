@@ -139,14 +139,15 @@ fn main() {
         Workload::RmwHot(16),
         Workload::StripedHot(16),
     ];
-    // `CLSM_SCALING_ONLY=Puts(2)` runs one workload (for profiling); the ratios then are NaN.
+    // `CLSM_SCALING_ONLY=Puts(1),Puts(2)` runs only those workloads (for profiling); ratios
+    // involving the others are NaN.
     let only = std::env::var("CLSM_SCALING_ONLY").ok();
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); workloads.len()];
     for repetition in 0..repetitions {
         for (index, workload) in workloads.iter().enumerate() {
             if only
                 .as_ref()
-                .is_some_and(|only| *only != format!("{workload:?}"))
+                .is_some_and(|only| !only.split(',').any(|name| name == format!("{workload:?}")))
             {
                 results[index].push(f64::NAN);
                 continue;
