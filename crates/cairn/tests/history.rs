@@ -438,8 +438,9 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
         // the earliest delete regardless — the old rule — flagged a "nothing" read after a
         // later delete as going back in time.)
         key_gets.sort_by_key(|&(invoke, _, _)| invoke);
-        let mut by_response: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> =
-            std::collections::BinaryHeap::new();
+        // Chosen positions of earlier gets, smallest response first: (response, position).
+        type Finished = std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>;
+        let mut by_response = Finished::new();
         let mut best_finished: Option<usize> = None;
         for (invoke, response, candidates) in &key_gets {
             while let Some(&std::cmp::Reverse((finished_response, position))) = by_response.peek() {
