@@ -390,7 +390,9 @@ fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String
     // Positions: 0 = initial state, p + 1 = after write p. A get that returned a value has
     // one candidate position; a get that returned nothing has one per allowed delete (and the
     // initial state), and the real-time check below picks among them.
-    let mut gets: HashMap<&str, Vec<(u64, u64, Vec<usize>)>> = HashMap::new();
+    // Per key: (invoke, response, candidate positions).
+    type KeyGets = Vec<(u64, u64, Vec<usize>)>;
+    let mut gets: HashMap<&str, KeyGets> = HashMap::new();
     for event in events {
         let Kind::Get { key, value } = &event.kind else {
             continue;
