@@ -1106,6 +1106,37 @@ impl DbInner {
             Some(sequence) => (sequence, self.super_version.load()),
             None => self.read_point(),
         };
+        Ok(self.get_version_in(&super_version, key, sequence)?.0)
+    }
+
+    /// The newest version of `key` with sequence <= `sequence` among the memtables of
+    /// `super_version`: the active one, then the sealed ones newest first.
+    fn memory_version<'a>(
+        super_version: &'a SuperVersion,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Option<(SequenceNumber, ValueKind, &'a [u8])> {
+        super_version
+            .memtable
+            .memtable
+            .get_entry(key, sequence)
+            .or_else(|| {
+                super_version
+                    .immutables
+                    .iter()
+                    .find_map(|immutable| immutable.get(key, sequence))
+            })
+    }
+
+    /// `get_version` in a given super version; also says whether the answer came from a
+    /// memtable (read-modify-write validation uses it).
+    #[allow(clippy::type_complexity)]
+    fn get_version_in(
+        &self,
+        super_version: &SuperVersion,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<(Option<(SequenceNumber, Option<Vec<u8>>)>, bool)> {
         let found = |version: SequenceNumber, kind: ValueKind, value: &[u8]| {
             let value = match kind {
                 ValueKind::Put => Some(value.to_vec()),
@@ -1113,15 +1144,8 @@ impl DbInner {
             };
             Some((version, value))
         };
-        if let Some((version, kind, value)) =
-            super_version.memtable.memtable.get_entry(key, sequence)
-        {
-            return Ok(found(version, kind, value));
-        }
-        for immutable in &super_version.immutables {
-            if let Some((version, kind, value)) = immutable.get(key, sequence) {
-                return Ok(found(version, kind, value));
-            }
+        if let Some((version, kind, value)) = Self::memory_version(super_version, key, sequence) {
+            return Ok((found(version, kind, value), true));
         }
         let lookup = internal_key(key, sequence, ValueKind::SEEK);
         let version = &super_version.version;
@@ -1131,18 +1155,18 @@ impl DbInner {
             }
             let table = self.table_cache.table(file)?;
             if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
-                return Ok(found(found_sequence, kind, &value));
+                return Ok((found(found_sequence, kind, &value), false));
             }
         }
         for level in 1..version.level_count() {
             if let Some(file) = version.find_file(level, key) {
                 let table = self.table_cache.table(file)?;
                 if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
-                    return Ok(found(found_sequence, kind, &value));
+                    return Ok((found(found_sequence, kind, &value), false));
                 }
             }
         }
-        Ok(None)
+        Ok((None, false))
     }
 
     /// Optimistic read-modify-write (cLSM Algorithm 3, made safe against concurrent puts):
@@ -1177,7 +1201,11 @@ impl DbInner {
             let horizon = self.super_version.load().memtable.log.next_sequence();
             debug_assert!(horizon >= 1, "sequence 0 is never handed out");
             self.inserted.wait_for(horizon.saturating_sub(1));
-            let read = self.get_version(key, Some(crate::key::SEQUENCE_MAX))?;
+            // Held (a guard, no reference count) until validation: if the super version is
+            // still this one then, no memtable was sealed or flushed in between.
+            let read_super_version = self.super_version.load();
+            let (read, read_in_memory) =
+                self.get_version_in(&read_super_version, key, crate::key::SEQUENCE_MAX)?;
             let read_version = read.as_ref().map(|(version, _)| *version);
             let current = read.and_then(|(_, value)| value);
             let mut batch = WriteBatch::new();
@@ -1205,12 +1233,32 @@ impl DbInner {
                 || attempts > RMW_PATIENT_ATTEMPTS
             {
                 self.inserted.wait_for(sequence - 1);
-                match self.get_version(key, Some(sequence - 1)) {
-                    Ok(found) if found.as_ref().map(|(version, _)| *version) == read_version => {
+                let now = self.super_version.load();
+                if Arc::ptr_eq(&now, &read_super_version) {
+                    // Same memtables and tables as the read: a version the read missed has a
+                    // sequence in [horizon, sequence) and so sits in one of these memtables
+                    // (nothing was flushed), so checking memory is enough — no table probe.
+                    let newest = Self::memory_version(&now, key, sequence - 1)
+                        .map(|(version, _, _)| version);
+                    let unchanged = match newest {
+                        Some(version) => Some(version) == read_version,
+                        None => !read_in_memory,
+                    };
+                    if unchanged {
                         Validation::Valid
+                    } else {
+                        Validation::Conflict
                     }
-                    Ok(_) => Validation::Conflict,
-                    Err(error) => Validation::Failed(error),
+                } else {
+                    match self.get_version(key, Some(sequence - 1)) {
+                        Ok(found)
+                            if found.as_ref().map(|(version, _)| *version) == read_version =>
+                        {
+                            Validation::Valid
+                        }
+                        Ok(_) => Validation::Conflict,
+                        Err(error) => Validation::Failed(error),
+                    }
                 }
             } else {
                 Validation::Busy
