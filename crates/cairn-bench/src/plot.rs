@@ -232,7 +232,9 @@ fn per_thread_panels(report: &Report, metric: &Metric, path: &Path) -> Result<()
             .configure_series_labels()
             .position(SeriesLabelPosition::LowerRight)
             .label_font((FONT, 14).into_font())
-            .background_style(WHITE.mix(0.85))
+            // Half transparent: a point under the legend (often the 16-thread one, bottom
+            // right) stays visible.
+            .background_style(WHITE.mix(0.5))
             .border_style(BLACK)
             .draw()
             .map_err(plot_error)?;
