@@ -45,6 +45,18 @@ fn argument(name: &str) -> Option<String> {
         .and_then(|position| arguments.get(position + 1).cloned())
 }
 
+/// The value of option `name` parsed as a `T`, or `default` when the option is absent; a
+/// value that does not parse ends the program with a message instead of a panic.
+fn number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match argument(name) {
+        None => default,
+        Some(value) => value.parse().unwrap_or_else(|_| {
+            eprintln!("fragmentation: {name} {value}: not a valid number");
+            std::process::exit(2)
+        }),
+    }
+}
+
 fn flag(name: &str) -> bool {
     std::env::args().any(|argument| argument == name)
 }
@@ -326,12 +338,8 @@ fn parse_result(line: &str) -> HashMap<String, String> {
 }
 
 fn fragmentation() {
-    let live_mib: u64 = argument("--live-mib")
-        .map(|value| value.parse().unwrap())
-        .unwrap_or(1024);
-    let capacity_factor: f64 = argument("--capacity-factor")
-        .map(|value| value.parse().unwrap())
-        .unwrap_or(1.10);
+    let live_mib: u64 = number("--live-mib", 1024);
+    let capacity_factor: f64 = number("--capacity-factor", 1.10);
     let patterns = argument("--patterns").unwrap_or_else(|| "P1,P2,P3,P4,P5,P6".into());
     let systems = argument("--systems").unwrap_or_else(|| "memstore,hashmap,redis".into());
     println!(
@@ -414,21 +422,11 @@ fn fragmentation() {
 }
 
 fn churn() {
-    let capacity_mib: usize = argument("--capacity-mib")
-        .map(|value| value.parse().unwrap())
-        .unwrap_or(1024);
-    let operations: u64 = argument("--operations")
-        .map(|value| value.parse().unwrap())
-        .unwrap_or(20_000_000);
-    let threads: u64 = argument("--threads")
-        .map(|value| value.parse().unwrap())
-        .unwrap_or(2);
-    let compaction_threads: usize = argument("--compaction-threads")
-        .map(|value| value.parse().unwrap())
-        .unwrap_or(1);
-    let trigger: f64 = argument("--compaction-trigger")
-        .map(|value| value.parse().unwrap())
-        .unwrap_or(0.2);
+    let capacity_mib: usize = number("--capacity-mib", 1024);
+    let operations: u64 = number("--operations", 20_000_000);
+    let threads: u64 = number("--threads", 2);
+    let compaction_threads: usize = number("--compaction-threads", 1);
+    let trigger: f64 = number("--compaction-trigger", 0.2);
     let capacity = capacity_mib << 20;
     let store = MemStore::new(MemStoreOptions {
         capacity_bytes: capacity,
@@ -600,12 +598,8 @@ fn churn() {
 fn main() {
     let arguments: Vec<String> = std::env::args().collect();
     if let Some(position) = arguments.iter().position(|argument| argument == "--child") {
-        let live_mib: u64 = argument("--live-mib")
-            .map(|value| value.parse().unwrap())
-            .unwrap_or(1024);
-        let capacity_factor: f64 = argument("--capacity-factor")
-            .map(|value| value.parse().unwrap())
-            .unwrap_or(1.10);
+        let live_mib: u64 = number("--live-mib", 1024);
+        let capacity_factor: f64 = number("--capacity-factor", 1.10);
         child(
             &arguments[position + 1],
             &arguments[position + 2],

@@ -180,6 +180,19 @@ impl Bucket {
         }
     }
 
+    /// The first free slot and how many slots are free.
+    fn free_slots(&self) -> Option<(&AtomicU64, usize)> {
+        let mut first = None;
+        let mut count = 0;
+        for slot in &self.entries {
+            if slot.load(Ordering::Relaxed) == 0 {
+                count += 1;
+                first.get_or_insert(slot);
+            }
+        }
+        first.map(|slot| (slot, count))
+    }
+
     fn free_slot(&self) -> Option<&AtomicU64> {
         self.entries
             .iter()
@@ -234,6 +247,25 @@ impl Bucket {
             loom_tests::note_retry();
             backoff(&mut spins);
         }
+    }
+}
+
+/// Stores `entry` in the first free slot of the bucket with the most free slots (power of
+/// two choices: the load stays even, so tables fill far before they must grow); false when
+/// every bucket is full. The caller holds the buckets (locked, or a table not yet shared).
+fn store_in_emptier<'a>(buckets: impl Iterator<Item = &'a Bucket>, entry: u64) -> bool {
+    let mut best: Option<(&AtomicU64, usize)> = None;
+    for (slot, count) in buckets.filter_map(Bucket::free_slots) {
+        if best.is_none_or(|(_, best_count)| count > best_count) {
+            best = Some((slot, count));
+        }
+    }
+    match best {
+        Some((slot, _)) => {
+            slot.store(entry, Ordering::Relaxed);
+            true
+        }
+        None => false,
     }
 }
 
@@ -308,30 +340,8 @@ impl Table {
     }
 
     fn insert_private_direct(&self, hash: u64, entry: u64) -> bool {
-        let mut best: Option<(&AtomicU64, usize)> = None;
-        for index in [first_bucket(hash, self.len), second_bucket(hash, self.len)] {
-            let bucket = self.bucket(index);
-            let mut free_count = 0;
-            let mut free_slot = None;
-            for slot in &bucket.entries {
-                if slot.load(Ordering::Relaxed) == 0 {
-                    free_count += 1;
-                    free_slot.get_or_insert(slot);
-                }
-            }
-            if let Some(slot) = free_slot {
-                if best.is_none_or(|(_, count)| free_count > count) {
-                    best = Some((slot, free_count));
-                }
-            }
-        }
-        match best {
-            Some((slot, _)) => {
-                slot.store(entry, Ordering::Relaxed);
-                true
-            }
-            None => false,
-        }
+        let buckets = [first_bucket(hash, self.len), second_bucket(hash, self.len)];
+        store_in_emptier(buckets.into_iter().map(|index| self.bucket(index)), entry)
     }
 }
 
@@ -439,36 +449,10 @@ impl LockedPair<'_> {
     /// high load factor before they must grow); false when both buckets are full.
     pub fn insert(&self, location: u64) -> bool {
         let entry = make_entry(self.hash, location);
-        let mut best: Option<(&AtomicU64, usize)> = None;
-        for which in 0..self.bucket_count() {
-            let Some(bucket) = self.bucket(which) else {
-                continue;
-            };
-            let mut free_slot = None;
-            let mut free_count = 0;
-            for slot in &bucket.entries {
-                if slot.load(Ordering::Relaxed) == 0 {
-                    free_count += 1;
-                    free_slot.get_or_insert(slot);
-                }
-            }
-            if let Some(slot) = free_slot {
-                let better = match best {
-                    None => true,
-                    Some((_, count)) => free_count > count,
-                };
-                if better {
-                    best = Some((slot, free_count));
-                }
-            }
-        }
-        match best {
-            Some((slot, _)) => {
-                slot.store(entry, Ordering::Relaxed);
-                true
-            }
-            None => false,
-        }
+        store_in_emptier(
+            (0..self.bucket_count()).filter_map(|which| self.bucket(which)),
+            entry,
+        )
     }
 }
 

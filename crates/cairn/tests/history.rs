@@ -98,6 +98,21 @@ fn batch_key(index: usize) -> String {
     format!("b{index}")
 }
 
+/// Collects a scan of string keys and values (the test writes only UTF-8).
+fn string_entries(
+    entries: impl Iterator<Item = cairn::Result<(Vec<u8>, Vec<u8>)>>,
+) -> BTreeMap<String, String> {
+    entries
+        .map(|entry| {
+            let (key, value) = entry.unwrap();
+            (
+                String::from_utf8(key).unwrap(),
+                String::from_utf8(value).unwrap(),
+            )
+        })
+        .collect()
+}
+
 fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     let fs = MemFs::new();
     let options = Options {
@@ -199,22 +214,15 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
                         }
                         _ => {
                             let snapshot = db.snapshot();
-                            let contents = db
-                                .range_at(
+                            let contents = string_entries(
+                                db.range_at(
                                     Some(&snapshot),
                                     Bound::Unbounded,
                                     Bound::Unbounded,
                                     false,
                                 )
-                                .unwrap()
-                                .map(|entry| {
-                                    let (key, value) = entry.unwrap();
-                                    (
-                                        String::from_utf8(key).unwrap(),
-                                        String::from_utf8(value).unwrap(),
-                                    )
-                                })
-                                .collect();
+                                .unwrap(),
+                            );
                             Kind::Scan {
                                 sequence: snapshot.sequence(),
                                 contents,
@@ -239,27 +247,18 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     }
     let stats = db.stats();
     eprintln!(
-        "history: flushes {}, compactions {}, switches {}, rmw conflicts {}",
+        "history: flushes {}, compactions {}, switches {}, rmw conflicts {}, rmw busy {}",
         stats.counter("flushes"),
         stats.counter("compactions"),
         stats.counter("memtable_switches"),
-        stats.counter("read_modify_write_conflicts")
+        stats.counter("read_modify_write_conflicts"),
+        stats.counter("read_modify_write_busy")
     );
     assert!(
         stats.counter("flushes") > 0,
         "the tiny memtable never flushed"
     );
-    let final_state = db
-        .range(Bound::Unbounded, Bound::Unbounded)
-        .unwrap()
-        .map(|entry| {
-            let (key, value) = entry.unwrap();
-            (
-                String::from_utf8(key).unwrap(),
-                String::from_utf8(value).unwrap(),
-            )
-        })
-        .collect();
+    let final_state = string_entries(db.range(Bound::Unbounded, Bound::Unbounded).unwrap());
     let events = std::mem::take(&mut *events.lock().unwrap());
     (events, final_state)
 }
