@@ -1147,6 +1147,59 @@ impl DbInner {
         if let Some((version, kind, value)) = Self::memory_version(super_version, key, sequence) {
             return Ok((found(version, kind, value), true));
         }
+        Ok((self.tables_version(super_version, key, sequence)?, false))
+    }
+
+    /// The newest version of `key` (any sequence) in `super_version`, as `get_version_in`
+    /// reports it, plus an insert hint for the active memtable: read-modify-write inserts its
+    /// new version where the read found the key, without a second search from the head.
+    #[allow(clippy::type_complexity)]
+    fn latest_version_hinted<'a>(
+        &self,
+        super_version: &'a SuperVersion,
+        key: &'a [u8],
+    ) -> Result<(
+        Option<(SequenceNumber, Option<Vec<u8>>)>,
+        bool,
+        crate::memtable::InsertHint<'a>,
+    )> {
+        let sequence = crate::key::SEQUENCE_MAX;
+        let (active, hint) = super_version.memtable.memtable.get_entry_hinted(key);
+        let in_memory = active.or_else(|| {
+            super_version
+                .immutables
+                .iter()
+                .find_map(|immutable| immutable.get(key, sequence))
+        });
+        if let Some((version, kind, value)) = in_memory {
+            let value = match kind {
+                ValueKind::Put => Some(value.to_vec()),
+                ValueKind::Delete => None,
+            };
+            return Ok((Some((version, value)), true, hint));
+        }
+        Ok((
+            self.tables_version(super_version, key, sequence)?,
+            false,
+            hint,
+        ))
+    }
+
+    /// The newest version of `key` with sequence <= `sequence` in the on-disk tables of
+    /// `super_version`.
+    fn tables_version(
+        &self,
+        super_version: &SuperVersion,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<Option<(SequenceNumber, Option<Vec<u8>>)>> {
+        let found = |version: SequenceNumber, kind: ValueKind, value: &[u8]| {
+            let value = match kind {
+                ValueKind::Put => Some(value.to_vec()),
+                ValueKind::Delete => None,
+            };
+            Some((version, value))
+        };
         let lookup = internal_key(key, sequence, ValueKind::SEEK);
         let version = &super_version.version;
         for file in version.files(0) {
@@ -1155,18 +1208,18 @@ impl DbInner {
             }
             let table = self.table_cache.table(file)?;
             if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
-                return Ok((found(found_sequence, kind, &value), false));
+                return Ok(found(found_sequence, kind, &value));
             }
         }
         for level in 1..version.level_count() {
             if let Some(file) = version.find_file(level, key) {
                 let table = self.table_cache.table(file)?;
                 if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
-                    return Ok((found(found_sequence, kind, &value), false));
+                    return Ok(found(found_sequence, kind, &value));
                 }
             }
         }
-        Ok((None, false))
+        Ok(None)
     }
 
     /// Optimistic read-modify-write (cLSM Algorithm 3, made safe against concurrent puts):
@@ -1204,8 +1257,8 @@ impl DbInner {
             // Held (a guard, no reference count) until validation: if the super version is
             // still this one then, no memtable was sealed or flushed in between.
             let read_super_version = self.super_version.load();
-            let (read, read_in_memory) =
-                self.get_version_in(&read_super_version, key, crate::key::SEQUENCE_MAX)?;
+            let (read, read_in_memory, hint) =
+                self.latest_version_hinted(&read_super_version, key)?;
             let read_version = read.as_ref().map(|(version, _)| *version);
             let current = read.and_then(|(_, value)| value);
             let mut batch = WriteBatch::new();
@@ -1268,9 +1321,15 @@ impl DbInner {
                 let record = batch.encode(sequence);
                 reservation.segment.publish(reservation.offset, record);
                 let memtable = &reservation.component().memtable;
+                // The hint is used only if the sequence landed in the memtable that was read
+                // (the insert checks); otherwise this is a plain insert.
                 match new_value {
-                    Some(ref value) => memtable.insert(key, sequence, ValueKind::Put, value),
-                    None => memtable.insert(key, sequence, ValueKind::Delete, &[]),
+                    Some(ref value) => {
+                        memtable.insert_hinted(Some(&hint), key, sequence, ValueKind::Put, value)
+                    }
+                    None => {
+                        memtable.insert_hinted(Some(&hint), key, sequence, ValueKind::Delete, &[])
+                    }
                 }
                 self.finish_write(&reservation, &options, sequence, payload_bytes)?;
                 Counters::add(&self.counters.read_modify_writes, 1);

@@ -32,6 +32,9 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
+/// A version found in a memtable: its sequence, kind and value.
+pub type Entry<'a> = (SequenceNumber, ValueKind, &'a [u8]);
+
 /// Highest tower (4^12 ≈ 16.7 M entries before the top level stops thinning out).
 pub const MAX_HEIGHT: usize = 12;
 
@@ -165,9 +168,10 @@ struct Parts<'a> {
 impl Target for Parts<'_> {
     #[inline]
     fn compare(&self, node_key: &[u8]) -> Ordering {
-        user_key(node_key)
-            .cmp(self.user_key)
-            .then_with(|| self.trailer.cmp(&trailer(node_key)))
+        match crate::key::compare_user_keys(user_key(node_key), self.user_key) {
+            Ordering::Equal => self.trailer.cmp(&trailer(node_key)),
+            other => other,
+        }
     }
 }
 
@@ -238,6 +242,21 @@ impl Memtable {
     /// Inserts one version. Precondition: `(user_key, sequence)` was never inserted before.
     /// Safe to call from many threads at once; never blocks.
     pub fn insert(&self, user_key: &[u8], sequence: SequenceNumber, kind: ValueKind, value: &[u8]) {
+        self.insert_hinted(None, user_key, sequence, kind, value);
+    }
+
+    /// `insert`, starting each level's search at `hint` (from [`Memtable::get_entry_hinted`]
+    /// on this memtable for the same user key) instead of at the head: a read-modify-write
+    /// then walks the skiplist once instead of twice. A hint from another memtable or for
+    /// another key is ignored (the search starts at the head), never trusted.
+    pub fn insert_hinted(
+        &self,
+        hint: Option<&InsertHint<'_>>,
+        user_key: &[u8],
+        sequence: SequenceNumber,
+        kind: ValueKind,
+        value: &[u8],
+    ) {
         debug_assert!(user_key.len() <= crate::key::KEY_BYTES_MAX);
         debug_assert!(value.len() <= crate::key::VALUE_BYTES_MAX);
         let height = random_height();
@@ -261,12 +280,32 @@ impl Memtable {
         // The splice: for each level, the last node before the key and the first after it.
         let mut before = [self.head as *const Node; MAX_HEIGHT];
         let mut after = [ptr::null::<Node>(); MAX_HEIGHT];
-        let mut start = self.head as *const Node;
-        for level in (0..max_height.max(height)).rev() {
-            let (found_before, found_after) = self.find_splice(&target, start, level);
-            before[level] = found_before;
-            after[level] = found_after;
-            start = found_before;
+        let hint = hint.filter(|hint| ptr::eq(hint.memtable, self) && hint.user_key == user_key);
+        match hint {
+            Some(hint) => {
+                // Each hinted node precedes every version of the key (it was before the
+                // smallest possible internal key of it) and stays before it forever (nodes
+                // are never removed), so it is a valid start at its level; only nodes
+                // inserted since the read lie between it and the splice.
+                for level in (0..height).rev() {
+                    let (found_before, found_after) =
+                        self.find_splice(&target, hint.before[level], level, ptr::null());
+                    before[level] = found_before;
+                    after[level] = found_after;
+                }
+            }
+            None => {
+                let mut start = self.head as *const Node;
+                let mut known_not_before = ptr::null::<Node>();
+                for level in (0..max_height.max(height)).rev() {
+                    let (found_before, found_after) =
+                        self.find_splice(&target, start, level, known_not_before);
+                    before[level] = found_before;
+                    after[level] = found_after;
+                    start = found_before;
+                    known_not_before = found_after;
+                }
+            }
         }
         // Link bottom-up (invariant 3).
         for level in 0..height {
@@ -290,7 +329,8 @@ impl Memtable {
                 }
                 // Another insert changed this level between the search and the CAS: search
                 // again from the node we had, which still precedes the key.
-                let (found_before, found_after) = self.find_splice(&target, before[level], level);
+                let (found_before, found_after) =
+                    self.find_splice(&target, before[level], level, ptr::null());
                 before[level] = found_before;
                 after[level] = found_after;
             }
@@ -299,25 +339,32 @@ impl Memtable {
     }
 
     /// At `level`, starting from `start` (which precedes the target), the last node before
-    /// the target and the first node at or after it (null at the end).
-    fn find_splice(
+    /// the target and the first node at or after it (null at the end). `known_not_before` is
+    /// a node already known to be at or after the target (the level above's answer, or
+    /// null): reaching it ends the walk without comparing keys again.
+    #[inline]
+    fn find_splice<T: Target>(
         &self,
-        target: &dyn Target,
+        target: &T,
         start: *const Node,
         level: usize,
+        known_not_before: *const Node,
     ) -> (*const Node, *const Node) {
         let mut current = start;
         loop {
             // SAFETY: `current` is the head or a node reached at this level, so its tower has
             // a slot for `level`; published nodes stay alive as long as `self`.
             let next = unsafe { Node::next(current, level).load(AtomicOrdering::Acquire) };
-            // SAFETY: non-null `next` is a published node (invariant 2).
-            if next.is_null() || target.compare(unsafe { Node::key(next) }) != Ordering::Less {
+            if next.is_null()
+                || ptr::eq(next, known_not_before)
+                // SAFETY: non-null `next` is a published node (invariant 2).
+                || target.compare(unsafe { Node::key(next) }) != Ordering::Less
+            {
                 debug_assert!(
                     next.is_null()
                         // SAFETY: as above.
-                        || target.compare(unsafe { Node::key(next) }) != Ordering::Equal,
-                    "duplicate internal key inserted"
+                        || target.compare(unsafe { Node::key(next) }) == Ordering::Greater,
+                    "duplicate internal key inserted, or a stale known_not_before"
                 );
                 return (current, next);
             }
@@ -325,21 +372,40 @@ impl Memtable {
         }
     }
 
-    /// The first node whose key is `>= target`, or null.
-    fn find_greater_or_equal(&self, target: &dyn Target) -> *const Node {
+    /// The first node whose key is `>= target`, or null. If `path` is given, it receives at
+    /// each level the last node before the target (the head above the search's height).
+    #[inline]
+    fn find_greater_or_equal<T: Target>(
+        &self,
+        target: &T,
+        mut path: Option<&mut [*const Node; MAX_HEIGHT]>,
+    ) -> *const Node {
         let mut current = self.head as *const Node;
         let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        // The node that ended the walk on the level above: at or after the target, so when
+        // the lower level leads to it again (the common case) no key comparison is needed.
+        let mut known_not_before = ptr::null::<Node>();
         loop {
             // SAFETY: as in `find_splice`.
             let next = unsafe { Node::next(current, level).load(AtomicOrdering::Acquire) };
-            // SAFETY: non-null `next` is a published node.
-            if !next.is_null() && target.compare(unsafe { Node::key(next) }) == Ordering::Less {
+            let advance = !next.is_null()
+                && !ptr::eq(next, known_not_before)
+                // SAFETY: non-null `next` is a published node.
+                && target.compare(unsafe { Node::key(next) }) == Ordering::Less;
+            if advance {
                 current = next;
-            } else if level == 0 {
-                return next;
-            } else {
-                level -= 1;
+                continue;
             }
+            if let Some(path) = path.as_deref_mut() {
+                if let Some(slot) = path.get_mut(level) {
+                    *slot = current;
+                }
+            }
+            if level == 0 {
+                return next;
+            }
+            known_not_before = next;
+            level -= 1;
         }
     }
 
@@ -379,16 +445,41 @@ impl Memtable {
 
     /// Like `get`, also returning the version's sequence number (read-modify-write compares
     /// versions to detect conflicts).
-    pub fn get_entry(
-        &self,
-        user_key: &[u8],
-        snapshot: SequenceNumber,
-    ) -> Option<(SequenceNumber, ValueKind, &[u8])> {
+    pub fn get_entry(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Entry<'_>> {
         let target = Parts {
             user_key,
             trailer: crate::key::pack_trailer(snapshot, ValueKind::SEEK),
         };
-        let node = self.find_greater_or_equal(&target);
+        let node = self.find_greater_or_equal(&target, None);
+        self.entry_for(node, user_key)
+    }
+
+    /// The newest version of `user_key` (any sequence), and a hint that lets
+    /// [`Memtable::insert_hinted`] add a newer version of the same key without searching
+    /// from the head again.
+    pub fn get_entry_hinted<'a>(
+        &'a self,
+        user_key: &'a [u8],
+    ) -> (Option<Entry<'a>>, InsertHint<'a>) {
+        // The smallest internal key of `user_key`: every node before it precedes every
+        // version of the key, whatever its sequence.
+        let target = Parts {
+            user_key,
+            trailer: crate::key::pack_trailer(crate::key::SEQUENCE_MAX, ValueKind::SEEK),
+        };
+        let mut before = [self.head as *const Node; MAX_HEIGHT];
+        let node = self.find_greater_or_equal(&target, Some(&mut before));
+        let hint = InsertHint {
+            memtable: self,
+            user_key,
+            before,
+        };
+        (self.entry_for(node, user_key), hint)
+    }
+
+    /// The entry at `node` if it is a version of `user_key`.
+    #[inline]
+    fn entry_for<'a>(&'a self, node: *const Node, user_key: &[u8]) -> Option<Entry<'a>> {
         if node.is_null() {
             return None;
         }
@@ -432,6 +523,24 @@ impl Memtable {
     }
 }
 
+/// Where a key's next version goes, found by [`Memtable::get_entry_hinted`]: at each level,
+/// the last node before every version of the key. Borrowing the memtable keeps those nodes
+/// alive; an insert checks that the hint is its own memtable's and for its key before using it.
+pub struct InsertHint<'a> {
+    memtable: &'a Memtable,
+    user_key: &'a [u8],
+    before: [*const Node; MAX_HEIGHT],
+}
+
+impl std::fmt::Debug for InsertHint<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("InsertHint")
+            .field("user_key_bytes", &self.user_key.len())
+            .finish()
+    }
+}
+
 /// A cursor over a memtable; sees entries inserted after it was created too (the skiplist is
 /// concurrent), which the database iterator filters by sequence number.
 pub struct MemtableIterator {
@@ -468,7 +577,7 @@ impl InternalIterator for MemtableIterator {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        self.node = self.memtable.find_greater_or_equal(&Encoded(target));
+        self.node = self.memtable.find_greater_or_equal(&Encoded(target), None);
     }
 
     fn next(&mut self) {
@@ -650,7 +759,21 @@ mod tests {
                     for index in 0..PER_WRITER {
                         let sequence = writer * PER_WRITER + index + 1;
                         let user = format!("key{:05}", rng.gen_range(0..20_000)).into_bytes();
-                        memtable.insert(&user, sequence, ValueKind::Put, &sequence.to_le_bytes());
+                        let value = sequence.to_le_bytes();
+                        if index % 2 == 0 {
+                            memtable.insert(&user, sequence, ValueKind::Put, &value);
+                        } else {
+                            // Hinted, as read-modify-write inserts: the hint goes stale while
+                            // the other writers insert (possibly the same key) in between.
+                            let (_, hint) = memtable.get_entry_hinted(&user);
+                            memtable.insert_hinted(
+                                Some(&hint),
+                                &user,
+                                sequence,
+                                ValueKind::Put,
+                                &value,
+                            );
+                        }
                     }
                 })
             })
@@ -678,5 +801,80 @@ mod tests {
             iterator.next();
         }
         assert_eq!(seen.len() as u64, total);
+    }
+
+    #[test]
+    fn hinted_inserts_match_an_oracle_with_stale_foreign_and_wrong_key_hints() {
+        let mut rng = SmallRng::seed_from_u64(23);
+        let memtable = Memtable::with_chunk_bytes(4096);
+        let other = Memtable::with_chunk_bytes(4096);
+        other.insert(b"k1", 1, ValueKind::Put, b"elsewhere");
+        let mut oracle: BTreeMap<_, (ValueKind, Vec<u8>)> = BTreeMap::new();
+        let mut next_sequence = 1u64;
+        for _ in 0..3000 {
+            let user = format!("k{}", rng.gen_range(0..200)).into_bytes();
+            // A block of sequences: ours is a random one of them, the others go to inserts
+            // made between taking the hint and using it — some of the same key, below and
+            // above ours — so the hint is stale as under concurrency.
+            let block = rng.gen_range(1..6u64);
+            let ours = next_sequence + rng.gen_range(0..block);
+            let (found, hint) = memtable.get_entry_hinted(&user);
+            let newest = oracle
+                .range(oracle_key(&user, crate::key::SEQUENCE_MAX)..)
+                .next()
+                .filter(|((found_user, _), _)| *found_user == user)
+                .map(|((_, sequence), (kind, value))| (sequence.0, *kind, value.clone()));
+            assert_eq!(
+                found.map(|(sequence, kind, value)| (sequence, kind, value.to_vec())),
+                newest
+            );
+            for sequence in next_sequence..next_sequence + block {
+                if sequence == ours {
+                    continue;
+                }
+                let between = if rng.gen_bool(0.5) {
+                    user.clone()
+                } else {
+                    format!("k{}", rng.gen_range(0..200)).into_bytes()
+                };
+                memtable.insert(&between, sequence, ValueKind::Put, &sequence.to_le_bytes());
+                oracle.insert(
+                    oracle_key(&between, sequence),
+                    (ValueKind::Put, sequence.to_le_bytes().to_vec()),
+                );
+            }
+            let kind = if rng.gen_bool(0.2) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let value = ours.to_le_bytes();
+            let (_, foreign) = other.get_entry_hinted(&user);
+            let wrong_key = b"k1".to_vec();
+            let (_, wrong) = memtable.get_entry_hinted(&wrong_key);
+            let used = match rng.gen_range(0..4) {
+                0 => Some(&foreign),
+                1 => Some(&wrong),
+                2 => None,
+                _ => Some(&hint),
+            };
+            memtable.insert_hinted(used, &user, ours, kind, &value);
+            oracle.insert(oracle_key(&user, ours), (kind, value.to_vec()));
+            next_sequence += block;
+        }
+        let expected: Vec<(Vec<u8>, Vec<u8>)> = oracle
+            .iter()
+            .map(|((user, sequence), (kind, value))| {
+                (internal_key(user, sequence.0, *kind), value.clone())
+            })
+            .collect();
+        let mut iterator = Arc::new(memtable).iter();
+        iterator.seek_to_first();
+        let mut actual = Vec::new();
+        while iterator.valid() {
+            actual.push((iterator.key().to_vec(), iterator.value().to_vec()));
+            iterator.next();
+        }
+        assert_eq!(actual, expected);
     }
 }
