@@ -127,6 +127,20 @@ const RMW_SPIN_ROUNDS: u32 = 2_000;
 /// Attempts after which a read-modify-write waits for lower writers without a bound.
 const RMW_PATIENT_ATTEMPTS: u32 = 8;
 
+/// A version as the read paths return it: its sequence and an owned value (`None` for a
+/// tombstone).
+fn owned_version(
+    version: SequenceNumber,
+    kind: ValueKind,
+    value: &[u8],
+) -> (SequenceNumber, Option<Vec<u8>>) {
+    let value = match kind {
+        ValueKind::Put => Some(value.to_vec()),
+        ValueKind::Delete => None,
+    };
+    (version, value)
+}
+
 /// The outcome of step 4 of `DbInner::read_modify_write`.
 enum Validation {
     Valid,
@@ -1137,15 +1151,8 @@ impl DbInner {
         key: &[u8],
         sequence: SequenceNumber,
     ) -> Result<(Option<(SequenceNumber, Option<Vec<u8>>)>, bool)> {
-        let found = |version: SequenceNumber, kind: ValueKind, value: &[u8]| {
-            let value = match kind {
-                ValueKind::Put => Some(value.to_vec()),
-                ValueKind::Delete => None,
-            };
-            Some((version, value))
-        };
         if let Some((version, kind, value)) = Self::memory_version(super_version, key, sequence) {
-            return Ok((found(version, kind, value), true));
+            return Ok((Some(owned_version(version, kind, value)), true));
         }
         Ok((self.tables_version(super_version, key, sequence)?, false))
     }
@@ -1172,11 +1179,7 @@ impl DbInner {
                 .find_map(|immutable| immutable.get(key, sequence))
         });
         if let Some((version, kind, value)) = in_memory {
-            let value = match kind {
-                ValueKind::Put => Some(value.to_vec()),
-                ValueKind::Delete => None,
-            };
-            return Ok((Some((version, value)), true, hint));
+            return Ok((Some(owned_version(version, kind, value)), true, hint));
         }
         Ok((
             self.tables_version(super_version, key, sequence)?,
@@ -1193,13 +1196,6 @@ impl DbInner {
         key: &[u8],
         sequence: SequenceNumber,
     ) -> Result<Option<(SequenceNumber, Option<Vec<u8>>)>> {
-        let found = |version: SequenceNumber, kind: ValueKind, value: &[u8]| {
-            let value = match kind {
-                ValueKind::Put => Some(value.to_vec()),
-                ValueKind::Delete => None,
-            };
-            Some((version, value))
-        };
         let lookup = internal_key(key, sequence, ValueKind::SEEK);
         let version = &super_version.version;
         for file in version.files(0) {
@@ -1208,14 +1204,14 @@ impl DbInner {
             }
             let table = self.table_cache.table(file)?;
             if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
-                return Ok(found(found_sequence, kind, &value));
+                return Ok(Some(owned_version(found_sequence, kind, &value)));
             }
         }
         for level in 1..version.level_count() {
             if let Some(file) = version.find_file(level, key) {
                 let table = self.table_cache.table(file)?;
                 if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
-                    return Ok(found(found_sequence, kind, &value));
+                    return Ok(Some(owned_version(found_sequence, kind, &value)));
                 }
             }
         }
