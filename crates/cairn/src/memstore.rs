@@ -3,7 +3,9 @@
 //! Job: bounded by `capacity_bytes`, keep every key's latest value in a multi-head log
 //! ([`crate::logmem`]), found through the optimistic hash index ([`crate::hashindex`]), with
 //! background threads compacting fragmented segments by cost-benefit and recycling them through
-//! distributed epochs ([`crate::epoch`]). See `docs/memstore.md` for byte layouts and protocols.
+//! distributed epochs ([`crate::epoch`]). Resident memory follows the data: the log returns the
+//! memory of free blocks to the operating system. See `docs/memstore.md` for byte layouts and
+//! protocols.
 //!
 //! Thread-safety contract: `MemStore` is `Send + Sync`; every method takes `&self` and may be
 //! called from any number of threads. `get`/`contains` never write shared memory except the
@@ -76,6 +78,10 @@ pub struct MemStoreOptions {
     pub background_max_utilization: f64,
     /// How long a writer waits for compaction to free space before returning `Error::Full`.
     pub full_wait_limit: Duration,
+    /// Free log memory kept resident for reuse (default 0); the memory of further free blocks
+    /// is returned to the operating system at once, so resident memory follows the bytes in
+    /// use. Reusing a returned block costs page faults (one `MADV_POPULATE_WRITE` per block).
+    pub resident_free_bytes: usize,
 }
 
 impl Default for MemStoreOptions {
@@ -94,6 +100,7 @@ impl Default for MemStoreOptions {
             compaction_trigger_free_fraction: 0.2,
             background_max_utilization: 0.9,
             full_wait_limit: Duration::from_secs(10),
+            resident_free_bytes: 0,
         }
     }
 }
@@ -107,8 +114,11 @@ pub struct MemStoreStats {
     pub live_bytes: u64,
     /// Bytes of log blocks attached to segments (live, dead and slack).
     pub used_bytes: u64,
-    /// Log bytes ever touched (upper bound of resident log memory).
+    /// Log bytes that may be resident: blocks in use plus free blocks whose memory was not
+    /// returned to the operating system.
     pub touched_bytes: u64,
+    /// Free log bytes whose memory was returned to the operating system.
+    pub released_bytes: u64,
     /// Bytes of index buckets (current tables plus retired ones not yet freed).
     pub index_bytes: u64,
     /// Segments in use (heads, sealed, compacting, awaiting reclamation).
@@ -210,6 +220,7 @@ impl MemStore {
             segment_bytes: options.segment_bytes,
             block_bytes: options.block_bytes,
             reserve_bytes,
+            resident_free_bytes: options.resident_free_bytes,
         })?;
         let inner = Arc::new(Inner {
             epochs: EpochTable::new(),
@@ -309,6 +320,7 @@ impl MemStore {
             live_bytes: log.live_bytes,
             used_bytes: log.used_bytes,
             touched_bytes: log.touched_bytes,
+            released_bytes: log.released_bytes,
             index_bytes: (self.inner.index.memory_bytes() + self.inner.index.retired_memory_bytes())
                 as u64,
             segments: log.segments,

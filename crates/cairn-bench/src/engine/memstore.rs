@@ -41,6 +41,7 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
             options.compaction_trigger_free_fraction,
             options.background_max_utilization
         ),
+        format!("resident_free_bytes={}", options.resident_free_bytes),
         format!(
             "index_partitions={} index_initial_buckets={}",
             options.index_partitions, options.index_initial_buckets
