@@ -4,8 +4,9 @@
 //! ([`crate::logmem`]), found through the optimistic hash index ([`crate::hashindex`]), with
 //! background threads compacting fragmented segments by cost-benefit and recycling them through
 //! distributed epochs ([`crate::epoch`]). Resident memory follows the data: the log returns the
-//! memory of free blocks to the operating system. See `docs/memstore.md` for byte layouts and
-//! protocols.
+//! memory of free blocks to the operating system, and the index keeps its tables 0.90–0.97 full
+//! (a delete that leaves its index partition under half full rebuilds it smaller before
+//! returning). See `docs/memstore.md` for byte layouts and protocols.
 //!
 //! Thread-safety contract: `MemStore` is `Send + Sync`; every method takes `&self` and may be
 //! called from any number of threads. `get`/`contains` never write shared memory except the
@@ -29,7 +30,7 @@
 
 use crate::epoch::{CachePadded, EpochTable};
 use crate::error::{Error, Result};
-use crate::hashindex::{hash_key, HashIndex};
+use crate::hashindex::{hash_key, HashIndex, KeyHasher};
 use crate::logmem::object::object_len;
 use crate::logmem::{Head, LogMemory, LogMemoryOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -121,6 +122,16 @@ pub struct MemStoreStats {
     pub released_bytes: u64,
     /// Bytes of index buckets (current tables plus retired ones not yet freed).
     pub index_bytes: u64,
+    /// Entries in the index (one per key).
+    pub index_entries: u64,
+    /// Entry slots in the current index tables (`index_entries / index_slots` is the load).
+    pub index_slots: u64,
+    /// Index partition resizes (grow or shrink) so far.
+    pub index_resizes: u64,
+    /// Entries rehashed by those resizes (each reads its key from the log).
+    pub index_rehashed_entries: u64,
+    /// Time spent in index resizes, in nanoseconds.
+    pub index_resize_nanos: u64,
     /// Segments in use (heads, sealed, compacting, awaiting reclamation).
     pub segments: u64,
     /// Segments awaiting the epoch before reuse.
@@ -224,7 +235,11 @@ impl MemStore {
         })?;
         let inner = Arc::new(Inner {
             epochs: EpochTable::new(),
-            index: HashIndex::new(options.index_partitions, options.index_initial_buckets),
+            index: HashIndex::new(
+                options.index_partitions,
+                options.index_initial_buckets,
+                log.location_bits(),
+            )?,
             log,
             heads: (0..options.heads)
                 .map(|_| CachePadded(Mutex::new(Head::new())))
@@ -314,6 +329,7 @@ impl MemStore {
     /// Accounting snapshot.
     pub fn stats(&self) -> MemStoreStats {
         let log = self.inner.log.stats();
+        let resizes = self.inner.index.resize_stats();
         let counters = &self.inner.counters;
         MemStoreStats {
             capacity_bytes: log.capacity_bytes,
@@ -323,6 +339,11 @@ impl MemStore {
             released_bytes: log.released_bytes,
             index_bytes: (self.inner.index.memory_bytes() + self.inner.index.retired_memory_bytes())
                 as u64,
+            index_entries: self.inner.index.entry_count() as u64,
+            index_slots: self.inner.index.slot_count() as u64,
+            index_resizes: resizes.resizes,
+            index_rehashed_entries: resizes.rehashed_entries,
+            index_resize_nanos: resizes.nanos,
             segments: log.segments,
             retired_segments: log.retired_segments,
             compactions: counters.compactions.load(Ordering::Relaxed),
@@ -415,9 +436,10 @@ impl Inner {
     fn hash_at(&self, location: u64) -> u64 {
         KEY_SCRATCH.with(|scratch| {
             let mut key = scratch.take();
-            key.clear();
-            self.log.read_key(location, &mut key);
-            let hash = hash_key(&key);
+            let hash = self
+                .log
+                .with_key(location, &mut key, hash_key)
+                .unwrap_or_else(|| hash_key(&[]));
             scratch.set(key);
             hash
         })
@@ -461,6 +483,12 @@ impl Inner {
                 if let Some((slot, old)) = found {
                     pair.remove(slot);
                     self.log.mark_dead(old);
+                    drop(pair);
+                    // The delete is done; a failed shrink (no memory for the smaller table)
+                    // only leaves the partition larger than needed.
+                    let _ = self
+                        .index
+                        .shrink_if_sparse(&guard, &self.epochs, hash, LogKeys(self));
                 }
                 return Ok(found.is_some());
             };
@@ -476,9 +504,7 @@ impl Inner {
             }
             if found.is_none() && !pair.make_room(|location| self.hash_at(location)) {
                 drop(pair);
-                self.index.grow(&guard, &self.epochs, hash, |location| {
-                    self.hash_at(location)
-                })?;
+                self.index.grow(&guard, &self.epochs, hash, LogKeys(self))?;
                 continue;
             }
             let size = object_len(key.len(), value.len());
@@ -702,6 +728,19 @@ impl Inner {
     }
 }
 
+/// The index's view of the log: key hashes of stored objects, with prefetch hints for resizes.
+struct LogKeys<'a>(&'a Inner);
+
+impl KeyHasher for LogKeys<'_> {
+    fn hash_at(&mut self, location: u64) -> u64 {
+        self.0.hash_at(location)
+    }
+
+    fn prefetch(&mut self, location: u64) {
+        self.0.log.prefetch(location);
+    }
+}
+
 fn destination_offset(head: &Head, segment_bytes: u64) -> u64 {
     head.offset_in_segment()
         .map_or(0, |offset| offset.min(segment_bytes))
@@ -833,6 +872,50 @@ mod tests {
                 store.get(&key.to_be_bytes()).unwrap().unwrap(),
                 vec![4u8; 300]
             );
+        }
+    }
+
+    #[test]
+    fn freed_memory_is_returned_and_the_index_shrinks() {
+        let store = MemStore::new(MemStoreOptions {
+            capacity_bytes: 8 << 20,
+            compaction_threads: 0,
+            ..small_options()
+        })
+        .unwrap();
+        for key in 0..20_000u32 {
+            store.put(&key.to_be_bytes(), &[7u8; 200]).unwrap();
+        }
+        let full = store.stats();
+        assert!(
+            full.index_entries as f64 > 0.85 * full.index_slots as f64,
+            "{full:?}"
+        );
+        for key in 0..20_000u32 {
+            if key % 10 != 0 {
+                assert!(store.delete(&key.to_be_bytes()).unwrap());
+            }
+        }
+        let deleted = store.stats();
+        // The deletes shrank the index partitions to at least half full.
+        assert!(
+            deleted.index_bytes * 3 < full.index_bytes,
+            "{full:?} {deleted:?}"
+        );
+        assert_eq!(deleted.index_entries, 2_000);
+        assert!(
+            deleted.index_entries * 2 >= deleted.index_slots,
+            "{deleted:?}"
+        );
+        assert!(store.compact_now(1.0) > 0);
+        let stats = store.stats();
+        // Compaction emptied the sparse segments and their memory went back to the system.
+        assert!(stats.used_bytes * 5 < full.used_bytes, "{full:?} {stats:?}");
+        assert_eq!(stats.touched_bytes, stats.used_bytes, "{stats:?}");
+        assert!(stats.released_bytes > 0, "{stats:?}");
+        for key in 0..20_000u32 {
+            let expected = (key % 10 == 0).then(|| vec![7u8; 200]);
+            assert_eq!(store.get(&key.to_be_bytes()).unwrap(), expected);
         }
     }
 }
