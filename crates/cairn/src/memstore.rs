@@ -77,6 +77,12 @@ pub struct MemStoreOptions {
     pub compaction_trigger_free_fraction: f64,
     /// Background compaction (without waiting writers) skips segments fuller than this.
     pub background_max_utilization: f64,
+    /// Background compaction also runs while free space is plentiful, for sealed segments at
+    /// most this full (0, the default, disables it). Copying at most `u / (1 - u)` bytes per
+    /// byte freed, it keeps mostly-dead segments from holding resident memory after mass
+    /// deletes in a log much larger than its live data; it costs compaction CPU in
+    /// update-heavy workloads (YCSB A), and a log near its capacity is compacted anyway.
+    pub eager_max_utilization: f64,
     /// How long a writer waits for compaction to free space before returning `Error::Full`.
     pub full_wait_limit: Duration,
     /// Free log memory kept resident for reuse (default 0); the memory of further free blocks
@@ -100,6 +106,7 @@ impl Default for MemStoreOptions {
             max_value_bytes: 8 << 20,
             compaction_trigger_free_fraction: 0.2,
             background_max_utilization: 0.9,
+            eager_max_utilization: 0.0,
             full_wait_limit: Duration::from_secs(10),
             resident_free_bytes: 0,
         }
@@ -713,6 +720,10 @@ impl Inner {
                 if self.compact_round(max_utilization) {
                     continue;
                 }
+            } else if self.options.eager_max_utilization > 0.0
+                && self.compact_round(self.options.eager_max_utilization)
+            {
+                continue;
             }
             let lock = lock_ignoring_poison(&self.wake_lock);
             if self.shutdown.load(Ordering::SeqCst) {
@@ -913,6 +924,41 @@ mod tests {
         assert!(stats.used_bytes * 5 < full.used_bytes, "{full:?} {stats:?}");
         assert_eq!(stats.touched_bytes, stats.used_bytes, "{stats:?}");
         assert!(stats.released_bytes > 0, "{stats:?}");
+        for key in 0..20_000u32 {
+            let expected = (key % 10 == 0).then(|| vec![7u8; 200]);
+            assert_eq!(store.get(&key.to_be_bytes()).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn eager_compaction_empties_sparse_segments_without_writes() {
+        let store = MemStore::new(MemStoreOptions {
+            capacity_bytes: 8 << 20,
+            eager_max_utilization: 0.25,
+            ..small_options()
+        })
+        .unwrap();
+        for key in 0..20_000u32 {
+            store.put(&key.to_be_bytes(), &[7u8; 200]).unwrap();
+        }
+        let full = store.stats();
+        for key in 0..20_000u32 {
+            if key % 10 != 0 {
+                assert!(store.delete(&key.to_be_bytes()).unwrap());
+            }
+        }
+        // No writes follow and the log is half empty (no pressure): only eager compaction
+        // empties the sparse segments.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let stats = loop {
+            let stats = store.stats();
+            if stats.used_bytes * 5 < full.used_bytes || Instant::now() > deadline {
+                break stats;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(stats.used_bytes * 5 < full.used_bytes, "{full:?} {stats:?}");
+        assert_eq!(stats.touched_bytes, stats.used_bytes, "{stats:?}");
         for key in 0..20_000u32 {
             let expected = (key % 10 == 0).then(|| vec![7u8; 200]);
             assert_eq!(store.get(&key.to_be_bytes()).unwrap(), expected);
