@@ -4,7 +4,8 @@
 //! ([`crate::logmem`]), found through the optimistic hash index ([`crate::hashindex`]), with
 //! background threads compacting fragmented segments by cost-benefit and recycling them through
 //! distributed epochs ([`crate::epoch`]). Resident memory follows the data: the log returns the
-//! memory of free blocks to the operating system, and the index keeps its tables 0.90–0.97 full
+//! memory of free blocks that stay unused (`free_decay`, 1 s by default) to the operating
+//! system, and the index keeps its tables 0.90–0.97 full
 //! (a delete that leaves its index partition under half full rebuilds it smaller before
 //! returning). See `docs/memstore.md` for byte layouts and protocols.
 //!
@@ -85,10 +86,15 @@ pub struct MemStoreOptions {
     pub eager_max_utilization: f64,
     /// How long a writer waits for compaction to free space before returning `Error::Full`.
     pub full_wait_limit: Duration,
-    /// Free log memory kept resident for reuse (default 0); the memory of further free blocks
-    /// is returned to the operating system at once, so resident memory follows the bytes in
-    /// use. Reusing a returned block costs page faults (one `MADV_POPULATE_WRITE` per block).
+    /// Most free log memory kept resident for reuse (default: no limit); the memory of further
+    /// free blocks is returned to the operating system at once.
     pub resident_free_bytes: usize,
+    /// Free log blocks unused for this long have their memory returned to the operating system
+    /// by the compaction thread (default 1 s), so resident memory follows the bytes in use while
+    /// a churning log still reuses warm blocks. Reusing a returned block costs page faults (one
+    /// `MADV_POPULATE_WRITE` per block). Without compaction threads, only writers waiting for
+    /// space and `compact_now` release idle blocks.
+    pub free_decay: Duration,
 }
 
 impl Default for MemStoreOptions {
@@ -108,7 +114,8 @@ impl Default for MemStoreOptions {
             background_max_utilization: 0.9,
             eager_max_utilization: 0.0,
             full_wait_limit: Duration::from_secs(10),
-            resident_free_bytes: 0,
+            resident_free_bytes: usize::MAX,
+            free_decay: Duration::from_secs(1),
         }
     }
 }
@@ -239,6 +246,7 @@ impl MemStore {
             block_bytes: options.block_bytes,
             reserve_bytes,
             resident_free_bytes: options.resident_free_bytes,
+            free_decay: options.free_decay,
         })?;
         let inner = Arc::new(Inner {
             epochs: EpochTable::new(),
@@ -608,6 +616,7 @@ impl Inner {
         if self.log.reclaim(&self.epochs) > 0 {
             self.wake.notify_all();
         }
+        self.log.release_idle();
         self.index.collect_retired(&self.epochs);
     }
 
@@ -891,6 +900,7 @@ mod tests {
         let store = MemStore::new(MemStoreOptions {
             capacity_bytes: 8 << 20,
             compaction_threads: 0,
+            free_decay: Duration::ZERO,
             ..small_options()
         })
         .unwrap();
@@ -935,6 +945,7 @@ mod tests {
         let store = MemStore::new(MemStoreOptions {
             capacity_bytes: 8 << 20,
             eager_max_utilization: 0.25,
+            free_decay: Duration::ZERO,
             ..small_options()
         })
         .unwrap();

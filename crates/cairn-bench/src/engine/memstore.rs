@@ -42,7 +42,10 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
             options.background_max_utilization,
             options.eager_max_utilization
         ),
-        format!("resident_free_bytes={}", options.resident_free_bytes),
+        format!(
+            "resident_free_bytes={} free_decay={:?}",
+            options.resident_free_bytes, options.free_decay
+        ),
         format!(
             "index_partitions={} index_initial_buckets={}",
             options.index_partitions, options.index_initial_buckets

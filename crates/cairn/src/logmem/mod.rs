@@ -19,9 +19,12 @@
 //! there, which finds the following blocks of an object that straddles a block boundary.
 //!
 //! Free blocks are kept in three groups: *resident* (used before, pages still mapped; reused
-//! first), *released* (pages handed back with `madvise(MADV_DONTNEED)`) and *untouched* (never
-//! used). At most `resident_free_bytes` of free blocks stay resident; the rest are released as
-//! soon as they are freed, and faulted back in (`MADV_POPULATE_WRITE`) when reused.
+//! newest first), *released* (pages handed back with `madvise(MADV_DONTNEED)`) and *untouched*
+//! (never used). A resident free block's memory is released once it has stayed unused for
+//! `free_decay` ([`LogMemory::release_idle`], called by the owner's background thread), or at
+//! once when more than `resident_free_bytes` of free blocks are resident; released blocks are
+//! faulted back in (`MADV_POPULATE_WRITE`) when reused. So a churning log reuses warm blocks
+//! without page faults, and an idle one holds only the blocks in use.
 //!
 //! Thread-safety contract: `LogMemory` is `Send + Sync`.
 //! - A head (`Head`) is owned by one thread at a time (the caller wraps it in a mutex); only the
@@ -82,9 +85,11 @@ pub struct LogMemoryOptions {
     pub block_bytes: usize,
     /// Bytes kept back for compaction's destination segments.
     pub reserve_bytes: usize,
-    /// Free blocks kept resident for reuse (rounded down to whole blocks); the memory of further
-    /// free blocks is returned to the operating system.
+    /// Most free memory kept resident for reuse (rounded down to whole blocks); the memory of
+    /// further free blocks is returned to the operating system at once.
     pub resident_free_bytes: usize,
+    /// A free block unused for this long has its memory returned by `release_idle`.
+    pub free_decay: std::time::Duration,
 }
 
 impl LogMemoryOptions {
@@ -129,8 +134,9 @@ impl LogMemoryOptions {
 
 #[derive(Debug)]
 struct BlockPool {
-    /// Free blocks whose pages are still resident (reused first).
-    resident: Vec<u32>,
+    /// Free blocks whose pages are still resident, oldest first, with the tick (milliseconds
+    /// since the log was created) they were freed at; reused newest first.
+    resident: VecDeque<(u32, u64)>,
     /// Free blocks whose pages were handed back to the operating system.
     released: Vec<u32>,
     /// Free blocks taken out of `resident` by a thread that is releasing their pages.
@@ -202,6 +208,8 @@ pub struct LogMemory {
     total_blocks: usize,
     reserve_blocks: usize,
     resident_free_blocks: usize,
+    free_decay_millis: u64,
+    created: std::time::Instant,
     pool: Mutex<BlockPool>,
     free_blocks: AtomicUsize,
     /// Owner of each block: `segment << 32 | position in the segment` (invariant 6).
@@ -237,8 +245,10 @@ impl LogMemory {
             total_blocks,
             reserve_blocks: options.reserve_bytes.div_ceil(options.block_bytes),
             resident_free_blocks: options.resident_free_bytes / options.block_bytes,
+            free_decay_millis: u64::try_from(options.free_decay.as_millis()).unwrap_or(u64::MAX),
+            created: std::time::Instant::now(),
             pool: Mutex::new(BlockPool {
-                resident: Vec::new(),
+                resident: VecDeque::new(),
                 released: Vec::new(),
                 releasing: 0,
                 untouched_next: 0,
@@ -366,8 +376,8 @@ impl LogMemory {
                 continue;
             }
             for _ in 0..count {
-                let block = match pool.resident.pop() {
-                    Some(block) => block,
+                let block = match pool.resident.pop_back() {
+                    Some((block, _)) => block,
                     None => {
                         let block = match pool.released.pop() {
                             Some(block) => block,
@@ -395,30 +405,74 @@ impl LogMemory {
         true
     }
 
+    /// Milliseconds since the log was created (the clock of `free_decay`).
+    fn tick(&self) -> u64 {
+        u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Returns blocks to the free pool (resident), then releases the oldest resident free blocks
+    /// beyond `resident_free_bytes`.
     fn release_blocks(&self, blocks: impl Iterator<Item = u32>) {
-        let mut excess = {
+        let now = self.tick();
+        let excess = {
             let mut pool = Self::lock(&self.pool);
             let before = pool.resident.len();
-            pool.resident.extend(blocks);
+            pool.resident.extend(blocks.map(|block| (block, now)));
             self.free_blocks
                 .fetch_add(pool.resident.len() - before, Ordering::Relaxed);
-            if pool.resident.len() <= self.resident_free_blocks {
-                return;
-            }
-            let keep = self.resident_free_blocks;
-            let excess = pool.resident.split_off(keep);
-            pool.releasing += excess.len();
-            excess
+            let over = pool
+                .resident
+                .len()
+                .saturating_sub(self.resident_free_blocks);
+            Self::take_for_release(&mut pool, over)
         };
+        self.release_taken(excess);
+    }
+
+    /// Releases the memory of free blocks that have stayed unused for `free_decay`; returns
+    /// how many. Meant for a background thread: it makes a few system calls.
+    pub fn release_idle(&self) -> usize {
+        // Blocks freed at or before `cutoff` have been unused for `free_decay`.
+        let Some(cutoff) = self.tick().checked_sub(self.free_decay_millis) else {
+            return 0;
+        };
+        let idle = {
+            let mut pool = Self::lock(&self.pool);
+            let count = pool
+                .resident
+                .iter()
+                .take_while(|&&(_, freed)| freed <= cutoff)
+                .count();
+            Self::take_for_release(&mut pool, count)
+        };
+        let count = idle.len();
+        self.release_taken(idle);
+        count
+    }
+
+    /// Takes the `count` oldest resident free blocks out of the pool, counted as being released.
+    fn take_for_release(pool: &mut BlockPool, count: usize) -> Vec<u32> {
+        let count = count.min(pool.resident.len());
+        pool.releasing += count;
+        pool.resident
+            .drain(..count)
+            .map(|(block, _)| block)
+            .collect()
+    }
+
+    fn release_taken(&self, mut blocks: Vec<u32>) {
+        if blocks.is_empty() {
+            return;
+        }
         // Invariant 7: these blocks are free and counted as being released, so nobody touches
         // their pages while they are handed back.
-        for (start, length) in runs(&mut excess) {
+        for (start, length) in runs(&mut blocks) {
             self.arena
                 .release(start as usize * self.block_bytes, length * self.block_bytes);
         }
         let mut pool = Self::lock(&self.pool);
-        pool.releasing -= excess.len();
-        pool.released.extend(excess);
+        pool.releasing -= blocks.len();
+        pool.released.extend(blocks);
     }
 
     fn open_segment(&self) -> Option<u32> {
@@ -1010,6 +1064,7 @@ mod tests {
             block_bytes: PAGE_BYTES,
             reserve_bytes: 4 * PAGE_BYTES,
             resident_free_bytes: 0,
+            free_decay: std::time::Duration::ZERO,
         })
         .unwrap()
     }
@@ -1079,6 +1134,7 @@ mod tests {
                 block_bytes: PAGE_BYTES,
                 reserve_bytes: 4 * PAGE_BYTES,
                 resident_free_bytes: 0,
+                free_decay: std::time::Duration::ZERO,
             })
             .unwrap();
             assert_eq!(log.location_bits(), bits, "{blocks} blocks");
@@ -1126,6 +1182,7 @@ mod tests {
             block_bytes: 2 * PAGE_BYTES,
             reserve_bytes: 16 * PAGE_BYTES,
             resident_free_bytes: 8 * PAGE_BYTES,
+            free_decay: std::time::Duration::from_secs(3600),
         })
         .unwrap();
         let epochs = EpochTable::new();
@@ -1155,6 +1212,56 @@ mod tests {
             assert_eq!(stats.touched_bytes, 8 * PAGE_BYTES as u64, "{stats:?}");
             assert!(stats.released_bytes >= 200 * PAGE_BYTES as u64, "{stats:?}");
             assert_eq!(log.free_blocks(), log.total_blocks());
+            // The resident ones are younger than an hour.
+            assert_eq!(log.release_idle(), 0);
+        }
+    }
+
+    #[test]
+    fn idle_free_blocks_are_released_after_the_decay() {
+        for (decay, released) in [
+            (std::time::Duration::ZERO, true),
+            (std::time::Duration::from_secs(3600), false),
+        ] {
+            let log = LogMemory::new(LogMemoryOptions {
+                capacity_bytes: 64 * PAGE_BYTES,
+                segment_bytes: 4 * PAGE_BYTES,
+                block_bytes: PAGE_BYTES,
+                reserve_bytes: 4 * PAGE_BYTES,
+                resident_free_bytes: usize::MAX,
+                free_decay: decay,
+            })
+            .unwrap();
+            let epochs = EpochTable::new();
+            let mut head = Head::new();
+            while log.reserve(&mut head, object::object_len(1, 3000), false) {
+                let location = log.append(&mut head, b"k", &[1u8; 3000]).unwrap();
+                log.mark_dead(location);
+            }
+            log.seal(&mut head);
+            while let Some((victim, _)) = log.pick_victim(1.0, u64::MAX) {
+                log.retire(victim, &epochs);
+            }
+            assert!(log.reclaim(&epochs) > 0);
+            let before = log.stats();
+            assert_eq!(before.used_bytes, 0);
+            assert!(before.touched_bytes > 40 * PAGE_BYTES as u64, "{before:?}");
+            let count = log.release_idle();
+            let after = log.stats();
+            if released {
+                assert_eq!(count as u64 * PAGE_BYTES as u64, before.touched_bytes);
+                assert_eq!(after.touched_bytes, 0, "{after:?}");
+            } else {
+                assert_eq!(count, 0);
+                assert_eq!(after.touched_bytes, before.touched_bytes);
+            }
+            // Either way the blocks are reusable.
+            let mut head = Head::new();
+            assert!(log.reserve(&mut head, object::object_len(1, 3000), false));
+            let location = log.append(&mut head, b"k", &[2u8; 3000]).unwrap();
+            let mut out = Vec::new();
+            log.read_value(location, &mut out).unwrap();
+            assert_eq!(out, vec![2u8; 3000]);
         }
     }
 }
