@@ -106,11 +106,17 @@ impl System for MemStoreSystem {
     fn report(&mut self) -> String {
         let stats = self.0.stats();
         format!(
-            "store_used={} store_live={} index={} touched={} compactions={} relocated={} wait_ms={} capacity={}",
+            "store_used={} store_live={} index={} index_entries={} index_slots={} index_resizes={} index_rehashed={} index_resize_ms={} touched={} released={} compactions={} relocated={} wait_ms={} capacity={}",
             stats.used_bytes,
             stats.live_bytes,
             stats.index_bytes,
+            stats.index_entries,
+            stats.index_slots,
+            stats.index_resizes,
+            stats.index_rehashed_entries,
+            stats.index_resize_nanos / 1_000_000,
             stats.touched_bytes,
+            stats.released_bytes,
             stats.compactions,
             stats.relocated_bytes,
             stats.writer_wait_nanos / 1_000_000,
@@ -400,8 +406,12 @@ fn fragmentation() {
             };
             let notes = match system {
                 "memstore" => format!(
-                    "capacity {:.0} MiB, compactions {}, writer wait {} ms{}",
+                    "capacity {:.0} MiB, index load {:.3} ({:.3} x live), resident log {:.3} x live, baseline RSS {:.1} MiB, compactions {}, writer wait {} ms{}",
                     number("capacity") / 1048576.0,
+                    number("index_entries") / number("index_slots").max(1.0),
+                    number("index") / live,
+                    number("touched") / live,
+                    number("baseline_rss") / 1048576.0,
                     number("compactions"),
                     number("wait_ms"),
                     if fields.get("full").map(String::as_str) == Some("true") {

@@ -19,6 +19,7 @@ pub mod logmem;
 pub mod memstore;
 pub mod memtable;
 pub mod options;
+pub mod pages;
 pub mod sstable;
 
 pub use error::{Error, Result};

@@ -3,7 +3,11 @@
 //! Job: bounded by `capacity_bytes`, keep every key's latest value in a multi-head log
 //! ([`crate::logmem`]), found through the optimistic hash index ([`crate::hashindex`]), with
 //! background threads compacting fragmented segments by cost-benefit and recycling them through
-//! distributed epochs ([`crate::epoch`]). See `docs/memstore.md` for byte layouts and protocols.
+//! distributed epochs ([`crate::epoch`]). Resident memory follows the data: the log returns the
+//! memory of free blocks that stay unused (`free_decay`, 1 s by default) to the operating
+//! system, and the index keeps its tables 0.90–0.97 full
+//! (a delete that leaves its index partition under half full rebuilds it smaller before
+//! returning). See `docs/memstore.md` for byte layouts and protocols.
 //!
 //! Thread-safety contract: `MemStore` is `Send + Sync`; every method takes `&self` and may be
 //! called from any number of threads. `get`/`contains` never write shared memory except the
@@ -27,7 +31,7 @@
 
 use crate::epoch::{CachePadded, EpochTable};
 use crate::error::{Error, Result};
-use crate::hashindex::{hash_key, HashIndex};
+use crate::hashindex::{hash_key, HashIndex, KeyHasher};
 use crate::logmem::object::object_len;
 use crate::logmem::{Head, LogMemory, LogMemoryOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -74,8 +78,23 @@ pub struct MemStoreOptions {
     pub compaction_trigger_free_fraction: f64,
     /// Background compaction (without waiting writers) skips segments fuller than this.
     pub background_max_utilization: f64,
+    /// Background compaction also runs while free space is plentiful, for sealed segments at
+    /// most this full (0, the default, disables it). Copying at most `u / (1 - u)` bytes per
+    /// byte freed, it keeps mostly-dead segments from holding resident memory after mass
+    /// deletes in a log much larger than its live data; it costs compaction CPU in
+    /// update-heavy workloads (YCSB A), and a log near its capacity is compacted anyway.
+    pub eager_max_utilization: f64,
     /// How long a writer waits for compaction to free space before returning `Error::Full`.
     pub full_wait_limit: Duration,
+    /// Most free log memory kept resident for reuse (default: no limit); the memory of further
+    /// free blocks is returned to the operating system at once.
+    pub resident_free_bytes: usize,
+    /// Free log blocks unused for this long have their memory returned to the operating system
+    /// by the compaction thread (default 1 s), so resident memory follows the bytes in use while
+    /// a churning log still reuses warm blocks. Reusing a returned block costs page faults (one
+    /// `MADV_POPULATE_WRITE` per block). Without compaction threads, only writers waiting for
+    /// space and `compact_now` release idle blocks.
+    pub free_decay: Duration,
 }
 
 impl Default for MemStoreOptions {
@@ -93,7 +112,10 @@ impl Default for MemStoreOptions {
             max_value_bytes: 8 << 20,
             compaction_trigger_free_fraction: 0.2,
             background_max_utilization: 0.9,
+            eager_max_utilization: 0.0,
             full_wait_limit: Duration::from_secs(10),
+            resident_free_bytes: usize::MAX,
+            free_decay: Duration::from_secs(1),
         }
     }
 }
@@ -107,10 +129,23 @@ pub struct MemStoreStats {
     pub live_bytes: u64,
     /// Bytes of log blocks attached to segments (live, dead and slack).
     pub used_bytes: u64,
-    /// Log bytes ever touched (upper bound of resident log memory).
+    /// Log bytes that may be resident: blocks in use plus free blocks whose memory was not
+    /// returned to the operating system.
     pub touched_bytes: u64,
+    /// Free log bytes whose memory was returned to the operating system.
+    pub released_bytes: u64,
     /// Bytes of index buckets (current tables plus retired ones not yet freed).
     pub index_bytes: u64,
+    /// Entries in the index (one per key).
+    pub index_entries: u64,
+    /// Entry slots in the current index tables (`index_entries / index_slots` is the load).
+    pub index_slots: u64,
+    /// Index partition resizes (grow or shrink) so far.
+    pub index_resizes: u64,
+    /// Entries rehashed by those resizes (each reads its key from the log).
+    pub index_rehashed_entries: u64,
+    /// Time spent in index resizes, in nanoseconds.
+    pub index_resize_nanos: u64,
     /// Segments in use (heads, sealed, compacting, awaiting reclamation).
     pub segments: u64,
     /// Segments awaiting the epoch before reuse.
@@ -210,10 +245,16 @@ impl MemStore {
             segment_bytes: options.segment_bytes,
             block_bytes: options.block_bytes,
             reserve_bytes,
+            resident_free_bytes: options.resident_free_bytes,
+            free_decay: options.free_decay,
         })?;
         let inner = Arc::new(Inner {
             epochs: EpochTable::new(),
-            index: HashIndex::new(options.index_partitions, options.index_initial_buckets),
+            index: HashIndex::new(
+                options.index_partitions,
+                options.index_initial_buckets,
+                log.location_bits(),
+            )?,
             log,
             heads: (0..options.heads)
                 .map(|_| CachePadded(Mutex::new(Head::new())))
@@ -303,14 +344,21 @@ impl MemStore {
     /// Accounting snapshot.
     pub fn stats(&self) -> MemStoreStats {
         let log = self.inner.log.stats();
+        let resizes = self.inner.index.resize_stats();
         let counters = &self.inner.counters;
         MemStoreStats {
             capacity_bytes: log.capacity_bytes,
             live_bytes: log.live_bytes,
             used_bytes: log.used_bytes,
             touched_bytes: log.touched_bytes,
+            released_bytes: log.released_bytes,
             index_bytes: (self.inner.index.memory_bytes() + self.inner.index.retired_memory_bytes())
                 as u64,
+            index_entries: self.inner.index.entry_count() as u64,
+            index_slots: self.inner.index.slot_count() as u64,
+            index_resizes: resizes.resizes,
+            index_rehashed_entries: resizes.rehashed_entries,
+            index_resize_nanos: resizes.nanos,
             segments: log.segments,
             retired_segments: log.retired_segments,
             compactions: counters.compactions.load(Ordering::Relaxed),
@@ -403,9 +451,10 @@ impl Inner {
     fn hash_at(&self, location: u64) -> u64 {
         KEY_SCRATCH.with(|scratch| {
             let mut key = scratch.take();
-            key.clear();
-            self.log.read_key(location, &mut key);
-            let hash = hash_key(&key);
+            let hash = self
+                .log
+                .with_key(location, &mut key, hash_key)
+                .unwrap_or_else(|| hash_key(&[]));
             scratch.set(key);
             hash
         })
@@ -449,6 +498,12 @@ impl Inner {
                 if let Some((slot, old)) = found {
                     pair.remove(slot);
                     self.log.mark_dead(old);
+                    drop(pair);
+                    // The delete is done; a failed shrink (no memory for the smaller table)
+                    // only leaves the partition larger than needed.
+                    let _ = self
+                        .index
+                        .shrink_if_sparse(&guard, &self.epochs, hash, LogKeys(self));
                 }
                 return Ok(found.is_some());
             };
@@ -464,9 +519,7 @@ impl Inner {
             }
             if found.is_none() && !pair.make_room(|location| self.hash_at(location)) {
                 drop(pair);
-                self.index.grow(&guard, &self.epochs, hash, |location| {
-                    self.hash_at(location)
-                })?;
+                self.index.grow(&guard, &self.epochs, hash, LogKeys(self))?;
                 continue;
             }
             let size = object_len(key.len(), value.len());
@@ -563,6 +616,7 @@ impl Inner {
         if self.log.reclaim(&self.epochs) > 0 {
             self.wake.notify_all();
         }
+        self.log.release_idle();
         self.index.collect_retired(&self.epochs);
     }
 
@@ -675,6 +729,10 @@ impl Inner {
                 if self.compact_round(max_utilization) {
                     continue;
                 }
+            } else if self.options.eager_max_utilization > 0.0
+                && self.compact_round(self.options.eager_max_utilization)
+            {
+                continue;
             }
             let lock = lock_ignoring_poison(&self.wake_lock);
             if self.shutdown.load(Ordering::SeqCst) {
@@ -687,6 +745,19 @@ impl Inner {
             };
             let _ = self.wake.wait_timeout(lock, timeout);
         }
+    }
+}
+
+/// The index's view of the log: key hashes of stored objects, with prefetch hints for resizes.
+struct LogKeys<'a>(&'a Inner);
+
+impl KeyHasher for LogKeys<'_> {
+    fn hash_at(&mut self, location: u64) -> u64 {
+        self.0.hash_at(location)
+    }
+
+    fn prefetch(&mut self, location: u64) {
+        self.0.log.prefetch(location);
     }
 }
 
@@ -821,6 +892,87 @@ mod tests {
                 store.get(&key.to_be_bytes()).unwrap().unwrap(),
                 vec![4u8; 300]
             );
+        }
+    }
+
+    #[test]
+    fn freed_memory_is_returned_and_the_index_shrinks() {
+        let store = MemStore::new(MemStoreOptions {
+            capacity_bytes: 8 << 20,
+            compaction_threads: 0,
+            free_decay: Duration::ZERO,
+            ..small_options()
+        })
+        .unwrap();
+        for key in 0..20_000u32 {
+            store.put(&key.to_be_bytes(), &[7u8; 200]).unwrap();
+        }
+        let full = store.stats();
+        assert!(
+            full.index_entries as f64 > 0.85 * full.index_slots as f64,
+            "{full:?}"
+        );
+        for key in 0..20_000u32 {
+            if key % 10 != 0 {
+                assert!(store.delete(&key.to_be_bytes()).unwrap());
+            }
+        }
+        let deleted = store.stats();
+        // The deletes shrank the index partitions to at least half full.
+        assert!(
+            deleted.index_bytes * 3 < full.index_bytes,
+            "{full:?} {deleted:?}"
+        );
+        assert_eq!(deleted.index_entries, 2_000);
+        assert!(
+            deleted.index_entries * 2 >= deleted.index_slots,
+            "{deleted:?}"
+        );
+        assert!(store.compact_now(1.0) > 0);
+        let stats = store.stats();
+        // Compaction emptied the sparse segments and their memory went back to the system.
+        assert!(stats.used_bytes * 5 < full.used_bytes, "{full:?} {stats:?}");
+        assert_eq!(stats.touched_bytes, stats.used_bytes, "{stats:?}");
+        assert!(stats.released_bytes > 0, "{stats:?}");
+        for key in 0..20_000u32 {
+            let expected = (key % 10 == 0).then(|| vec![7u8; 200]);
+            assert_eq!(store.get(&key.to_be_bytes()).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn eager_compaction_empties_sparse_segments_without_writes() {
+        let store = MemStore::new(MemStoreOptions {
+            capacity_bytes: 8 << 20,
+            eager_max_utilization: 0.25,
+            free_decay: Duration::ZERO,
+            ..small_options()
+        })
+        .unwrap();
+        for key in 0..20_000u32 {
+            store.put(&key.to_be_bytes(), &[7u8; 200]).unwrap();
+        }
+        let full = store.stats();
+        for key in 0..20_000u32 {
+            if key % 10 != 0 {
+                assert!(store.delete(&key.to_be_bytes()).unwrap());
+            }
+        }
+        // No writes follow and the log is half empty (no pressure): only eager compaction
+        // empties the sparse segments.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let stats = loop {
+            let stats = store.stats();
+            if stats.used_bytes * 5 < full.used_bytes || Instant::now() > deadline {
+                break stats;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(stats.used_bytes * 5 < full.used_bytes, "{full:?} {stats:?}");
+        assert_eq!(stats.touched_bytes, stats.used_bytes, "{stats:?}");
+        for key in 0..20_000u32 {
+            let expected = (key % 10 == 0).then(|| vec![7u8; 200]);
+            assert_eq!(store.get(&key.to_be_bytes()).unwrap(), expected);
         }
     }
 }

@@ -36,10 +36,15 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
             options.heads, options.segment_bytes, options.block_bytes
         ),
         format!(
-            "compaction_threads={} trigger_free_fraction={} background_max_utilization={}",
+            "compaction_threads={} trigger_free_fraction={} background_max_utilization={} eager_max_utilization={}",
             options.compaction_threads,
             options.compaction_trigger_free_fraction,
-            options.background_max_utilization
+            options.background_max_utilization,
+            options.eager_max_utilization
+        ),
+        format!(
+            "resident_free_bytes={} free_decay={:?}",
+            options.resident_free_bytes, options.free_decay
         ),
         format!(
             "index_partitions={} index_initial_buckets={}",

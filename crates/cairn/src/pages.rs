@@ -1,0 +1,234 @@
+//! Page-granular anonymous memory taken straight from the operating system, for the MemStore's
+//! log arena and hash-index tables.
+//!
+//! Job: memory whose residency the store controls. A region is mapped zero-filled and costs no
+//! resident memory until a page is written; [`Pages::release`] hands pages back so they leave
+//! the process's resident set at once (`madvise(MADV_DONTNEED)`), and dropping a region unmaps
+//! it, so freed memory is never kept by a heap allocator that may not return it.
+//!
+//! On Linux (outside Miri) regions are `mmap`ed; elsewhere they come from `std::alloc`
+//! zero-initialised, `release` is a no-op and `populate` does nothing, which is correct but keeps
+//! the memory resident.
+//!
+//! Thread-safety contract: `Pages` is `Send + Sync`; it only owns the mapping. Whoever hands out
+//! the bytes (the log's block pool, a hash table) decides who may read or write them, and must
+//! call `release` only on bytes nobody accesses any more.
+//!
+//! Invariants:
+//! 1. `base .. base + len` is one live mapping (or allocation) of `len` bytes, `len` a positive
+//!    multiple of [`PAGE_BYTES`], page aligned, and zero-filled when created.
+//! 2. After `release`, the released bytes read as zero on Linux and are unspecified elsewhere;
+//!    they are never unmapped before the `Pages` is dropped.
+
+use crate::error::{Error, Result};
+use std::ptr::NonNull;
+
+/// Page size assumed throughout (4 KiB; larger pages are multiples of it).
+pub const PAGE_BYTES: usize = 4096;
+
+/// A zero-filled, page-aligned region of memory owned by the store.
+#[derive(Debug)]
+pub struct Pages {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `Pages` owns a plain memory region; the owner of the bytes decides who accesses them
+// (module contract), so moving or sharing the handle between threads is harmless.
+unsafe impl Send for Pages {}
+// SAFETY: as above; `&Pages` only exposes the base pointer and `madvise` calls.
+unsafe impl Sync for Pages {}
+
+impl Pages {
+    /// Maps `bytes` (rounded up to whole pages, at least one) zero-filled bytes. Nothing is
+    /// resident until written.
+    pub fn zeroed(bytes: usize) -> Result<Pages> {
+        let len = bytes
+            .max(1)
+            .checked_next_multiple_of(PAGE_BYTES)
+            .ok_or_else(|| Error::InvalidArgument(format!("cannot map {bytes} bytes")))?;
+        let base = map(len).ok_or_else(|| {
+            Error::InvalidArgument(format!("could not reserve {len} bytes of memory"))
+        })?;
+        Ok(Pages { base, len })
+    }
+
+    /// First byte of the region.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Length in bytes (a multiple of [`PAGE_BYTES`]).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: a region holds at least one page.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Returns the whole pages inside `offset .. offset + len` to the operating system. The
+    /// caller guarantees that no thread reads or writes those bytes concurrently.
+    pub fn release(&self, offset: usize, len: usize) {
+        if let Some((start, length)) = self.page_range(offset, len) {
+            release(self.base, start, length);
+        }
+    }
+
+    /// Faults in the pages of `offset .. offset + len` ahead of writing them (one system call
+    /// instead of a page fault per page). Best effort: nothing happens where unsupported.
+    pub fn populate(&self, offset: usize, len: usize) {
+        if let Some((start, length)) = self.page_range(offset, len) {
+            populate(self.base, start, length);
+        }
+    }
+
+    /// The whole pages inside the range, clipped to the region.
+    fn page_range(&self, offset: usize, len: usize) -> Option<(usize, usize)> {
+        let start = offset.checked_next_multiple_of(PAGE_BYTES)?;
+        let end = offset.checked_add(len)?.min(self.len) / PAGE_BYTES * PAGE_BYTES;
+        (end > start).then(|| (start, end - start))
+    }
+}
+
+impl Drop for Pages {
+    fn drop(&mut self) {
+        unmap(self.base, self.len);
+    }
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn map(len: usize) -> Option<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+    // existing memory; the result is checked for MAP_FAILED below.
+    let pointer = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if pointer == libc::MAP_FAILED {
+        return None;
+    }
+    NonNull::new(pointer.cast::<u8>())
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn unmap(base: NonNull<u8>, len: usize) {
+    // SAFETY: `base .. base + len` is exactly the mapping made by `map` (invariant 1), unmapped
+    // once, from `Drop`, when no reference into it can remain.
+    unsafe {
+        libc::munmap(base.as_ptr().cast(), len);
+    }
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn release(base: NonNull<u8>, start: usize, len: usize) {
+    // SAFETY: `start .. start + len` lies inside the mapping and is page aligned (`page_range`);
+    // MADV_DONTNEED on a private anonymous mapping only replaces those pages by zero pages, and
+    // the caller guarantees nobody accesses them meanwhile. A failure leaves them resident,
+    // which is harmless.
+    unsafe {
+        libc::madvise(base.as_ptr().add(start).cast(), len, libc::MADV_DONTNEED);
+    }
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn populate(base: NonNull<u8>, start: usize, len: usize) {
+    // SAFETY: the range lies inside the mapping and is page aligned (`page_range`);
+    // MADV_POPULATE_WRITE only faults pages in (as a write would) without changing their bytes.
+    // Kernels before 5.14 answer EINVAL, and the pages then fault in when written.
+    unsafe {
+        libc::madvise(
+            base.as_ptr().add(start).cast(),
+            len,
+            libc::MADV_POPULATE_WRITE,
+        );
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn layout(len: usize) -> Option<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(len, PAGE_BYTES).ok()
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn map(len: usize) -> Option<NonNull<u8>> {
+    let layout = layout(len)?;
+    // SAFETY: the layout has a non-zero size (`len` is at least one page).
+    NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn unmap(base: NonNull<u8>, len: usize) {
+    if let Some(layout) = layout(len) {
+        // SAFETY: `base` came from `alloc_zeroed` with this same layout and is freed once.
+        unsafe { std::alloc::dealloc(base.as_ptr(), layout) }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn release(_base: NonNull<u8>, _start: usize, _len: usize) {}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn populate(_base: NonNull<u8>, _start: usize, _len: usize) {}
+
+/// Resident bytes of the whole process (`/proc/self/statm`), or `None` where unknown.
+pub fn process_resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * PAGE_BYTES as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroed_region_is_writable_and_release_keeps_it_mapped() {
+        let pages = Pages::zeroed(3 * PAGE_BYTES + 1).unwrap();
+        assert_eq!(pages.len(), 4 * PAGE_BYTES);
+        // SAFETY: the region is ours, four pages long, and nobody else uses it.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(pages.as_ptr(), pages.len()) };
+        assert!(bytes.iter().all(|&byte| byte == 0));
+        bytes.fill(7);
+        pages.populate(0, pages.len());
+        // Only whole pages inside the range are released: page 1 and 2 here.
+        pages.release(PAGE_BYTES - 1, 2 * PAGE_BYTES + 2);
+        // SAFETY: as above; the release finished before this read.
+        let bytes = unsafe { std::slice::from_raw_parts(pages.as_ptr(), pages.len()) };
+        assert_eq!(bytes[PAGE_BYTES - 1], 7);
+        assert_eq!(bytes[3 * PAGE_BYTES], 7);
+        #[cfg(all(target_os = "linux", not(miri)))]
+        {
+            assert_eq!(bytes[PAGE_BYTES], 0);
+            assert_eq!(bytes[3 * PAGE_BYTES - 1], 0);
+        }
+        assert_eq!(pages.page_range(10, 0), None);
+        assert_eq!(pages.page_range(usize::MAX - 5, 10), None);
+    }
+
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn released_pages_leave_the_resident_set() {
+        const BYTES: usize = 64 << 20;
+        let pages = Pages::zeroed(BYTES).unwrap();
+        let before = process_resident_bytes().unwrap();
+        // SAFETY: the region is ours and nobody else uses it.
+        unsafe { std::ptr::write_bytes(pages.as_ptr(), 1, BYTES) };
+        let touched = process_resident_bytes().unwrap();
+        pages.release(0, BYTES);
+        let released = process_resident_bytes().unwrap();
+        // Other test threads allocate too, so allow some slack.
+        assert!(touched >= before + BYTES as u64 / 2, "{before} {touched}");
+        assert!(
+            released + (BYTES as u64) / 2 <= touched,
+            "{touched} {released}"
+        );
+    }
+}
