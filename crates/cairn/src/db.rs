@@ -294,7 +294,7 @@ impl Db {
         let wal_number = versions.new_file_number();
         let wal_path = filename::wal_path(&directory, wal_number);
         let wal_file = if options.wal_enabled {
-            let file = file_system.create(&wal_path)?;
+            let file = create_wal_file(file_system.as_ref(), &options, &wal_path)?;
             file_system.sync_dir(&directory)?;
             Some(file)
         } else {
@@ -660,6 +660,19 @@ impl Drop for Db {
         if !self.threads.is_empty() {
             let _ = self.shutdown();
         }
+    }
+}
+
+/// Creates the file of a new WAL: memory-mapped where the options and the file system allow.
+fn create_wal_file(
+    file_system: &dyn FileSystem,
+    options: &Options,
+    path: &Path,
+) -> Result<Box<dyn crate::fs::WritableFile>> {
+    if options.wal_memory_mapped {
+        file_system.create_log(path)
+    } else {
+        file_system.create(path)
     }
 }
 
@@ -1042,10 +1055,11 @@ impl DbInner {
         let wal_number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let wal_path = filename::wal_path(&self.directory, wal_number);
         let file = if self.options.wal_enabled {
-            let created = self.file_system.create(&wal_path).and_then(|file| {
-                self.file_system.sync_dir(&self.directory)?;
-                Ok(file)
-            });
+            let created = create_wal_file(self.file_system.as_ref(), &self.options, &wal_path)
+                .and_then(|file| {
+                    self.file_system.sync_dir(&self.directory)?;
+                    Ok(file)
+                });
             match created {
                 Ok(file) => Some(file),
                 Err(error) => {

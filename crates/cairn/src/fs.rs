@@ -32,6 +32,13 @@ pub trait WritableFile: Send + Sync + Debug {
     fn sync(&mut self) -> Result<()>;
     /// Bytes appended so far (including still-buffered ones).
     fn size_bytes(&self) -> u64;
+    /// Gives back space reserved past the appended bytes, so the file ends exactly at
+    /// `size_bytes` (a memory-mapped log reserves ahead; see `FileSystem::create_log`).
+    /// Returns whether the file changed; the caller syncs afterwards to make the new length
+    /// durable. Appending after a trim is allowed. The default has nothing reserved.
+    fn trim(&mut self) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// A file opened for positional reads.
@@ -51,6 +58,14 @@ pub trait FileLock: Send + Sync + Debug {}
 pub trait FileSystem: Send + Sync + Debug {
     /// Creates (or truncates) `path` for appending.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates (or truncates) `path` for a write-ahead log. Appends behave as for `create`,
+    /// but an implementation may write the file through a memory mapping (an append is then
+    /// a copy into the page cache, and `flush` has nothing left to do). Such a file may end in
+    /// zeros after a crash, up to the space it had reserved; the log reader treats a zero
+    /// tail as a torn tail. The default is `create`.
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
     /// Opens `path` for positional reads.
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     /// Reads a whole (small) file.
@@ -179,6 +194,14 @@ impl FileSystem for StdFs {
             buffer: Vec::with_capacity(WRITE_BUFFER_BYTES),
             size_bytes: 0,
         }))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        match crate::mapped_file::MappedWritableFile::create(path)? {
+            Some(file) => Ok(Box::new(file)),
+            None => self.create(path),
+        }
     }
 
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {

@@ -16,6 +16,8 @@ pub mod hashindex;
 pub mod iter;
 pub mod key;
 pub mod logmem;
+#[cfg(target_os = "linux")]
+mod mapped_file;
 pub mod memstore;
 pub mod memtable;
 pub mod options;

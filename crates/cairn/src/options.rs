@@ -31,6 +31,10 @@ pub struct Options {
     pub max_immutable_memtables: usize,
     /// Write-ahead logging; off means writes since the last flush are lost on a crash.
     pub wal_enabled: bool,
+    /// Write the WAL through a shared memory mapping where the file system supports it
+    /// (`FileSystem::create_log`): an append is a copy into the page cache instead of a
+    /// `write(2)`, with the same durability (survives a process crash; `sync` for power loss).
+    pub wal_memory_mapped: bool,
     /// Target size of an SSTable data block before compression.
     pub block_size_bytes: usize,
     /// Entries between restart points in a data block.
@@ -70,6 +74,7 @@ impl Default for Options {
             write_buffer_size_bytes: 64 * 1024 * 1024,
             max_immutable_memtables: 4,
             wal_enabled: true,
+            wal_memory_mapped: true,
             block_size_bytes: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: 10,

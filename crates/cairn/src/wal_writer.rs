@@ -518,8 +518,19 @@ impl Log {
                         .get()
                         .is_some_and(|&(end, _)| state.offset >= end);
                 if done {
+                    // A finished log must end at its last record: recovery reads a zero tail
+                    // (space a memory-mapped log reserved) in an older log as a torn tail and
+                    // would then ignore every newer log.
+                    let trimmed = match state.file.as_mut().map(|file| file.trim()) {
+                        Some(Ok(trimmed)) => trimmed,
+                        Some(Err(error)) => {
+                            let _ = self.failed.set(error.clone());
+                            return Err(error);
+                        }
+                        None => false,
+                    };
                     let written = self.written_sequence.load(Ordering::Acquire);
-                    if self.synced_sequence.load(Ordering::Acquire) < written {
+                    if trimmed || self.synced_sequence.load(Ordering::Acquire) < written {
                         if let Some(file) = state.file.as_mut() {
                             if let Err(error) = file.sync() {
                                 let _ = self.failed.set(error.clone());
