@@ -842,6 +842,28 @@ mod tests {
             // above ours — so the hint is stale as under concurrency.
             let block = rng.gen_range(1..6u64);
             let ours = next_sequence + rng.gen_range(0..block);
+            // Each other sequence of the block is inserted before the hint is taken (so the
+            // read may see a version newer than ours) or between taking and using it.
+            let mut after_hint = Vec::new();
+            for sequence in next_sequence..next_sequence + block {
+                if sequence == ours {
+                    continue;
+                }
+                let between = if rng.gen_bool(0.5) {
+                    user.clone()
+                } else {
+                    format!("k{}", rng.gen_range(0..200)).into_bytes()
+                };
+                if rng.gen_bool(0.3) {
+                    memtable.insert(&between, sequence, ValueKind::Put, &sequence.to_le_bytes());
+                    oracle.insert(
+                        oracle_key(&between, sequence),
+                        (ValueKind::Put, sequence.to_le_bytes().to_vec()),
+                    );
+                } else {
+                    after_hint.push((between, sequence));
+                }
+            }
             let (found, hint) = memtable.get_entry_hinted(&user);
             let newest = oracle
                 .range(oracle_key(&user, crate::key::SEQUENCE_MAX)..)
@@ -852,15 +874,7 @@ mod tests {
                 found.map(|(sequence, kind, value)| (sequence, kind, value.to_vec())),
                 newest
             );
-            for sequence in next_sequence..next_sequence + block {
-                if sequence == ours {
-                    continue;
-                }
-                let between = if rng.gen_bool(0.5) {
-                    user.clone()
-                } else {
-                    format!("k{}", rng.gen_range(0..200)).into_bytes()
-                };
+            for (between, sequence) in after_hint {
                 memtable.insert(&between, sequence, ValueKind::Put, &sequence.to_le_bytes());
                 oracle.insert(
                     oracle_key(&between, sequence),
