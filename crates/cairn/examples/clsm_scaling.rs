@@ -7,7 +7,8 @@
 //! RMW: increments of 10,000 counters chosen uniformly; the "hot" variants use 16 threads on
 //! 64 counters, where the stripe locks are contended and their holders get preempted.
 //! Each run uses a fresh database. With `CLSM_SCALING_NO_WAL=1` the WAL is off (to separate
-//! the cost of logging from the rest of the write path).
+//! the cost of logging from the rest of the write path); with `CLSM_SCALING_WAL_WRITE=1` the
+//! WAL is appended with `write(2)` instead of through a memory mapping.
 //!
 //! `Independent(2)` is the machine's ceiling: two threads putting into two *separate*
 //! databases share nothing but the cores, caches and disk, so "2 threads ÷ 1 thread" on one
@@ -59,6 +60,7 @@ fn run(workload: Workload, seconds: f64, directory: &std::path::Path) -> f64 {
             let path = directory.join(format!("db{index}"));
             let options = Options {
                 wal_enabled: std::env::var_os("CLSM_SCALING_NO_WAL").is_none(),
+                wal_memory_mapped: std::env::var_os("CLSM_SCALING_WAL_WRITE").is_none(),
                 ..Options::default()
             };
             Arc::new(Db::open(path, options).unwrap())

@@ -771,9 +771,22 @@ fn recover_wals(
             // are dropped to keep the recovered state a prefix with no hole.
             let skipped = wal_numbers.len() - index - 1;
             if skipped > 0 {
+                // Count what is dropped: after a process crash a newer WAL holds records only
+                // if this one was not finished first, which invariant 4 of `wal_writer` rules
+                // out — a non-zero count here means writes were lost, not just unsynced.
+                let dropped_records: usize = wal_numbers
+                    .iter()
+                    .skip(index + 1)
+                    .map(|&newer| {
+                        read_log(file_system, &filename::wal_path(directory, newer))
+                            .map_or(0, |newer| newer.record_count())
+                    })
+                    .sum();
                 eprintln!(
-                    "cairn: {} has a torn tail; ignoring {skipped} newer WAL(s) of unsynced writes",
-                    path.display()
+                    "cairn: {} has a torn tail at offset {}; ignoring {skipped} newer WAL(s) \
+                     of unsynced writes ({dropped_records} records)",
+                    path.display(),
+                    contents.torn_tail_offset.unwrap_or(0)
                 );
             }
             break;

@@ -1,12 +1,13 @@
-//! A write-ahead-log file written through a shared memory mapping: an append is a `memcpy`
-//! into the page cache, not a `write(2)` system call.
+//! A write-ahead-log file written through a shared memory mapping: an append is a copy into
+//! the page cache, not a `write(2)` system call.
 //!
 //! Why: at one writer every WAL group is one record, so the system call was a fixed
 //! ~2–3 µs per write (a third of a read-modify-write), and the one leader doing `write(2)`
 //! serialised writers. A byte copied into a `MAP_SHARED` mapping of the file is in the page
 //! cache at once, which is exactly the durability `flush` promises (survives a process crash,
 //! not a power loss); `sync` is `fdatasync`, which writes back pages dirtied through the
-//! mapping like any others.
+//! mapping like any others. The copy stores in ascending order (`copy_in_order`), so a
+//! process killed mid-append leaves a prefix of what it appended, as `write(2)` would.
 //!
 //! The file grows in *windows* of [`WINDOW_BYTES`]: space for the next window is reserved
 //! with `fallocate` (so a full disk is an `Io` error from `append`, never a `SIGBUS` on a
@@ -140,6 +141,49 @@ impl MappedWritableFile {
     }
 }
 
+/// Copies `source` to `destination` with stores in ascending address order.
+///
+/// Why not `memcpy`: a process killed in the middle of a copy leaves in the page cache exactly
+/// the stores it executed, and `memcpy` may store the end of a range before its start. The log
+/// reader calls a damaged record followed by a valid one corruption, so a kill must leave a
+/// *prefix* of the appended bytes — as `write(2)` does. Volatile stores keep the compiler from
+/// reordering or merging them back into a `memcpy`; 8-byte stores keep it fast (a record is at
+/// least 8 bytes, so no whole record can land before an earlier one).
+///
+/// # Safety
+/// `destination .. destination + source.len()` must be valid for writes and not overlap
+/// `source`.
+unsafe fn copy_in_order(source: &[u8], destination: *mut u8) {
+    let head = destination.align_offset(8).min(source.len());
+    let (unaligned, rest) = source.split_at(head);
+    let mut at = destination;
+    for &byte in unaligned {
+        // SAFETY: inside the destination range (caller), one byte at a time.
+        unsafe {
+            at.write_volatile(byte);
+            at = at.add(1);
+        }
+    }
+    let mut words = rest.chunks_exact(8);
+    for word in words.by_ref() {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        // SAFETY: `at` is 8-aligned here (the head above aligned it) and 8 bytes of the
+        // destination range remain.
+        unsafe {
+            at.cast::<u64>().write_volatile(u64::from_ne_bytes(bytes));
+            at = at.add(8);
+        }
+    }
+    for &byte in words.remainder() {
+        // SAFETY: the last bytes of the destination range.
+        unsafe {
+            at.write_volatile(byte);
+            at = at.add(1);
+        }
+    }
+}
+
 /// True for the errors that mean "this file system cannot do it" rather than a real failure.
 fn unsupported(error: &Error) -> bool {
     match error {
@@ -170,11 +214,8 @@ impl WritableFile for MappedWritableFile {
             let count = room.min(data.len());
             let (now, later) = data.split_at(count);
             // SAFETY: `[at, at + count)` lies inside the mapped window (`count <= room`), the
-            // window is writable and only this `&mut self` writes it; `data` is a separate
-            // allocation, so the ranges cannot overlap.
-            unsafe {
-                std::ptr::copy_nonoverlapping(now.as_ptr(), self.window.add(at), count);
-            }
+            // window is writable and only this `&mut self` writes it.
+            unsafe { copy_in_order(now, self.window.add(at)) };
             self.size_bytes += count as u64;
             data = later;
         }
@@ -264,6 +305,21 @@ mod tests {
         drop(file);
         assert_eq!(std::fs::read(&path).unwrap(), expected);
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn copy_in_order_copies_every_length_at_every_alignment() {
+        let source: Vec<u8> = (0..100u8).map(|byte| byte.wrapping_mul(37) | 1).collect();
+        for offset in 0..8 {
+            for length in 0..40 {
+                let mut destination = vec![0u8; 64];
+                // SAFETY: offset + length <= 47 < 64, and the vectors are distinct.
+                unsafe { copy_in_order(&source[..length], destination.as_mut_ptr().add(offset)) };
+                assert!(destination[..offset].iter().all(|&byte| byte == 0));
+                assert_eq!(&destination[offset..offset + length], &source[..length]);
+                assert!(destination[offset + length..].iter().all(|&byte| byte == 0));
+            }
+        }
     }
 
     #[test]
