@@ -721,10 +721,10 @@ fn recover_wals(
     let memtable = Arc::new(Memtable::new());
     let mut last_sequence = versions.last_sequence;
     let mut expected_next: Option<SequenceNumber> = None;
-    for (index, &number) in wal_numbers.iter().enumerate() {
+    'wals: for (index, &number) in wal_numbers.iter().enumerate() {
         let path = filename::wal_path(directory, number);
         let contents = read_log(file_system, &path)?;
-        for (offset, payload) in contents.records() {
+        for (record_index, (offset, payload)) in contents.records().enumerate() {
             let batch = DecodedBatch::decode(payload)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
             if expected_next.is_none() && batch.first_sequence > versions.last_sequence + 1 {
@@ -746,6 +746,22 @@ fn recover_wals(
                 });
             }
             if let Some(expected) = expected_next {
+                if record_index == 0 && batch.first_sequence > expected {
+                    // The older WAL ends early, cleanly: a power loss took its unsynced tail
+                    // while some unsynced records of this newer WAL reached the disk. That
+                    // is possible because a log writes before its predecessor is synced,
+                    // and harmless because it syncs only after (wal_writer invariant 4):
+                    // nothing from here on was ever synced, so the prefix ends here.
+                    let skipped = wal_numbers.len() - index;
+                    eprintln!(
+                        "cairn: {} starts at sequence {} but the WALs before it end at {}: \
+                         an unsynced tail was lost; ignoring {skipped} WAL(s) from here",
+                        path.display(),
+                        batch.first_sequence,
+                        expected - 1
+                    );
+                    break 'wals;
+                }
                 if batch.first_sequence != expected {
                     return Err(Error::corruption(
                         &path,
@@ -1570,6 +1586,9 @@ impl DbInner {
             ..VersionEdit::default()
         };
         self.apply_and_install(edit, Some(&immutable))?;
+        // The table and the MANIFEST edit are synced: the WAL is never needed again, so a
+        // later sync in a newer log does not wait for it (wal_writer invariant 4).
+        immutable.log.retire();
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.flush_bytes, written);
         self.delete_obsolete_files();
@@ -1814,3 +1833,97 @@ const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Db>();
 };
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::fs::MemFs;
+    use crate::wal::LogWriter;
+
+    /// A closed database on `fs` holding `a` and `b` (sequences 1 and 2), and the number
+    /// above every file in it.
+    fn closed_database(fs: &MemFs) -> u64 {
+        let options = Options {
+            file_system: Arc::new(fs.clone()),
+            ..Options::default()
+        };
+        let db = Db::open("/db", options).unwrap();
+        db.put(b"a", b"1").unwrap();
+        db.put(b"b", b"2").unwrap();
+        db.close().unwrap();
+        fs.list(Path::new("/db"))
+            .unwrap()
+            .iter()
+            .filter_map(|name| match filename::parse_file_name(name) {
+                Some(
+                    FileKind::Wal(number) | FileKind::Table(number) | FileKind::Manifest(number),
+                ) => Some(number),
+                _ => None,
+            })
+            .max()
+            .unwrap()
+            + 1
+    }
+
+    fn write_wal(fs: &MemFs, number: u64, records: &[(SequenceNumber, &[u8])]) {
+        let path = filename::wal_path(Path::new("/db"), number);
+        let mut writer = LogWriter::new(fs.create(&path).unwrap(), path);
+        for &(sequence, key) in records {
+            let mut batch = WriteBatch::new();
+            batch.put(key, b"v");
+            writer.add_record(batch.encode(sequence)).unwrap();
+        }
+        writer.sync().unwrap();
+    }
+
+    fn reopen(fs: &MemFs) -> Result<Db> {
+        Db::open(
+            "/db",
+            Options {
+                file_system: Arc::new(fs.clone()),
+                ..Options::default()
+            },
+        )
+    }
+
+    #[test]
+    fn a_wal_that_starts_past_its_predecessors_end_ends_the_recovered_prefix() {
+        let fs = MemFs::new();
+        let number = closed_database(&fs);
+        // The older WAL lost its unsynced tail (sequence 5) to a power loss; the newer one's
+        // unsynced records reached the disk.
+        write_wal(&fs, number, &[(3, b"c"), (4, b"d")]);
+        write_wal(&fs, number + 1, &[(6, b"f"), (7, b"g")]);
+        let db = reopen(&fs).unwrap();
+        for (key, expected) in [
+            (&b"a"[..], true),
+            (b"b", true),
+            (b"c", true),
+            (b"d", true),
+            (b"f", false),
+            (b"g", false),
+        ] {
+            assert_eq!(db.get(key).unwrap().is_some(), expected, "key {key:?}");
+        }
+        // The prefix is final: a write after reopening continues from sequence 5.
+        db.put(b"h", b"8").unwrap();
+        db.close().unwrap();
+        let db = reopen(&fs).unwrap();
+        assert!(db.get(b"h").unwrap().is_some());
+        assert!(db.get(b"f").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_sequence_gap_inside_one_wal_is_still_corruption() {
+        let fs = MemFs::new();
+        let number = closed_database(&fs);
+        write_wal(&fs, number, &[(3, b"c"), (6, b"f")]);
+        match reopen(&fs) {
+            Err(Error::Corruption { reason, .. }) => {
+                assert!(reason.contains("sequence gap"), "{reason}")
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+    }
+}
