@@ -51,7 +51,10 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
         format!("bloom_bits_per_key={}", options.bloom_bits_per_key),
         format!("block_size_bytes={}", options.block_size_bytes),
         format!("compression={:?}", options.compression),
-        format!("wal_enabled={} sync={}", options.wal_enabled, config.sync),
+        format!(
+            "wal_enabled={} wal_memory_mapped={} sync={}",
+            options.wal_enabled, options.wal_memory_mapped, config.sync
+        ),
         format!("target_file_size_bytes={}", options.target_file_size_bytes),
         format!("level1_size_bytes_max={}", options.level1_size_bytes_max),
         format!(
