@@ -670,7 +670,7 @@ fn create_wal_file(
     path: &Path,
 ) -> Result<Box<dyn crate::fs::WritableFile>> {
     if options.wal_memory_mapped {
-        file_system.create_log(path)
+        file_system.create_log(path, options.write_buffer_size_bytes as u64)
     } else {
         file_system.create(path)
     }

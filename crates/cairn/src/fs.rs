@@ -62,8 +62,11 @@ pub trait FileSystem: Send + Sync + Debug {
     /// but an implementation may write the file through a memory mapping (an append is then
     /// a copy into the page cache, and `flush` has nothing left to do). Such a file may end in
     /// zeros after a crash, up to the space it had reserved; the log reader treats a zero
-    /// tail as a torn tail. The default is `create`.
-    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+    /// tail as a torn tail. `size_hint_bytes` is about how large the log will grow (the
+    /// memtable size): a mapped log reserves space ahead in steps sized from it. The default
+    /// is `create`.
+    fn create_log(&self, path: &Path, size_hint_bytes: u64) -> Result<Box<dyn WritableFile>> {
+        let _ = size_hint_bytes;
         self.create(path)
     }
     /// Opens `path` for positional reads.
@@ -197,8 +200,8 @@ impl FileSystem for StdFs {
     }
 
     #[cfg(target_os = "linux")]
-    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        match crate::mapped_file::MappedWritableFile::create(path)? {
+    fn create_log(&self, path: &Path, size_hint_bytes: u64) -> Result<Box<dyn WritableFile>> {
+        match crate::mapped_file::MappedWritableFile::create(path, size_hint_bytes)? {
             Some(file) => Ok(Box::new(file)),
             None => self.create(path),
         }

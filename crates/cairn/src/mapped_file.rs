@@ -9,7 +9,9 @@
 //! mapping like any others. The copy stores in ascending order (`copy_in_order`), so a
 //! process killed mid-append leaves a prefix of what it appended, as `write(2)` would.
 //!
-//! The file grows in *windows* of [`WINDOW_BYTES`]: space for the next window is reserved
+//! The file grows in *windows* (a power of two between [`WINDOW_BYTES_MIN`] and
+//! [`WINDOW_BYTES_MAX`], sized from the caller's hint so a small memtable's log does not
+//! reserve megabytes): space for the next window is reserved
 //! with `fallocate` (so a full disk is an `Io` error from `append`, never a `SIGBUS` on a
 //! page fault), then mapped; the previous window is unmapped. Dropping the file cuts it back
 //! to the bytes appended. After a crash the file ends in up to one window of zeros, which the
@@ -19,9 +21,9 @@
 //! (`&mut self`); the WAL's group-commit leader is that writer.
 //!
 //! Invariants:
-//! 1. `window` maps file bytes `[window_offset, window_offset + WINDOW_BYTES)` when not null;
+//! 1. `window` maps file bytes `[window_offset, window_offset + window_bytes)` when not null;
 //!    `window_offset` is a multiple of the page size.
-//! 2. `window_offset <= size_bytes <= window_offset + WINDOW_BYTES` while a window is mapped.
+//! 2. `window_offset <= size_bytes <= window_offset + window_bytes` while a window is mapped.
 //! 3. `size_bytes <= reserved_bytes`: every appended byte lies in space `fallocate` reserved.
 
 use crate::error::{Error, Result};
@@ -29,8 +31,10 @@ use crate::fs::WritableFile;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// Bytes mapped at a time (a multiple of every page size Linux uses for file mappings).
-pub const WINDOW_BYTES: usize = 4 << 20;
+/// Smallest window (a multiple of every base page size Linux uses, 4 to 64 KiB).
+pub const WINDOW_BYTES_MIN: usize = 64 << 10;
+/// Largest window: bounds the zero tail a crash can leave and the space reserved ahead.
+pub const WINDOW_BYTES_MAX: usize = 4 << 20;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -38,6 +42,7 @@ pub struct MappedWritableFile {
     path: PathBuf,
     file: std::fs::File,
     window: *mut u8,
+    window_bytes: usize,
     window_offset: u64,
     size_bytes: u64,
     reserved_bytes: u64,
@@ -50,10 +55,15 @@ unsafe impl Send for MappedWritableFile {}
 unsafe impl Sync for MappedWritableFile {}
 
 impl MappedWritableFile {
-    /// Creates (or truncates) `path`. Returns `Ok(None)` where the file system cannot reserve
-    /// space with `fallocate` (the caller then appends with `write(2)`): mapping a sparse file
-    /// would turn a full disk into a `SIGBUS`.
-    pub fn create(path: &Path) -> Result<Option<Self>> {
+    /// Creates (or truncates) `path`, mapping windows sized for about `size_hint_bytes` of
+    /// log. Returns `Ok(None)` where the file system cannot reserve space with `fallocate`
+    /// (the caller then appends with `write(2)`): mapping a sparse file would turn a full disk
+    /// into a `SIGBUS`.
+    pub fn create(path: &Path, size_hint_bytes: u64) -> Result<Option<Self>> {
+        let window_bytes = usize::try_from(size_hint_bytes)
+            .unwrap_or(usize::MAX)
+            .clamp(WINDOW_BYTES_MIN, WINDOW_BYTES_MAX)
+            .next_power_of_two();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -65,6 +75,7 @@ impl MappedWritableFile {
             path: path.to_path_buf(),
             file,
             window: std::ptr::null_mut(),
+            window_bytes,
             window_offset: 0,
             size_bytes: 0,
             reserved_bytes: 0,
@@ -79,9 +90,9 @@ impl MappedWritableFile {
     /// Unmaps the current window (if any), reserves file space for the window starting at
     /// `offset` and maps it.
     fn map_window_at(&mut self, offset: u64) -> Result<()> {
-        debug_assert_eq!(offset % WINDOW_BYTES as u64, 0);
+        debug_assert_eq!(offset % self.window_bytes as u64, 0);
         self.unmap_window();
-        let end = offset + WINDOW_BYTES as u64;
+        let end = offset + self.window_bytes as u64;
         if end > self.reserved_bytes {
             let start = self.reserved_bytes;
             let length = end - start;
@@ -103,13 +114,13 @@ impl MappedWritableFile {
             }
             self.reserved_bytes = end;
         }
-        // SAFETY: a new shared mapping of `[offset, offset + WINDOW_BYTES)` of a file we own,
+        // SAFETY: a new shared mapping of `[offset, offset + window_bytes)` of a file we own,
         // at an address of the kernel's choosing; the range lies inside the file (reserved
         // above), so touching it cannot fault past the end; checked for MAP_FAILED below.
         let pointer = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                WINDOW_BYTES,
+                self.window_bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 self.file.as_raw_fd(),
@@ -132,10 +143,10 @@ impl MappedWritableFile {
         if self.window.is_null() {
             return;
         }
-        // SAFETY: `window` is the WINDOW_BYTES mapping made by `map_window_at` (invariant 1),
+        // SAFETY: `window` is the `window_bytes` mapping made by `map_window_at` (invariant 1),
         // unmapped once (the pointer is cleared); no reference into it outlives `append`.
         unsafe {
-            libc::munmap(self.window.cast(), WINDOW_BYTES);
+            libc::munmap(self.window.cast(), self.window_bytes);
         }
         self.window = std::ptr::null_mut();
     }
@@ -198,11 +209,11 @@ fn unsupported(error: &Error) -> bool {
 impl WritableFile for MappedWritableFile {
     fn append(&mut self, mut data: &[u8]) -> Result<()> {
         while !data.is_empty() {
-            let window_end = self.window_offset + WINDOW_BYTES as u64;
+            let window_end = self.window_offset + self.window_bytes as u64;
             if self.window.is_null() || self.size_bytes >= window_end {
                 // Invariant 2: the window is full exactly when size reaches its end.
                 let next = if self.window.is_null() {
-                    self.size_bytes - self.size_bytes % WINDOW_BYTES as u64
+                    self.size_bytes - self.size_bytes % self.window_bytes as u64
                 } else {
                     window_end
                 };
@@ -210,7 +221,7 @@ impl WritableFile for MappedWritableFile {
                 continue;
             }
             let at = (self.size_bytes - self.window_offset) as usize;
-            let room = WINDOW_BYTES - at;
+            let room = self.window_bytes - at;
             let count = room.min(data.len());
             let (now, later) = data.split_at(count);
             // SAFETY: `[at, at + count)` lies inside the mapped window (`count <= room`), the
@@ -277,16 +288,17 @@ mod tests {
     #[test]
     fn appends_across_windows_read_back_and_drop_cuts_the_reserved_tail() {
         let path = temporary_path("windows");
-        let Some(mut file) = MappedWritableFile::create(&path).unwrap() else {
+        let Some(mut file) = MappedWritableFile::create(&path, WINDOW_BYTES_MAX as u64).unwrap()
+        else {
             return; // this file system cannot reserve space: nothing to test
         };
         let mut expected = Vec::new();
         let mut round = 0u32;
         // Pieces of awkward sizes so some straddle a window boundary, plus one bigger than a
         // whole window.
-        while expected.len() < 2 * WINDOW_BYTES + 12_345 {
+        while expected.len() < 2 * WINDOW_BYTES_MAX + 12_345 {
             let size = if round == 3 {
-                WINDOW_BYTES + 77
+                WINDOW_BYTES_MAX + 77
             } else {
                 1 + (round as usize * 7919) % 65_536
             };
@@ -323,9 +335,31 @@ mod tests {
     }
 
     #[test]
+    fn a_small_hint_maps_small_windows_and_a_crash_leaves_at_most_one_of_zeros() {
+        let path = temporary_path("small");
+        let Some(mut file) = MappedWritableFile::create(&path, 1000).unwrap() else {
+            return;
+        };
+        assert_eq!(file.window_bytes, WINDOW_BYTES_MIN);
+        let piece: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8 + 1).collect();
+        for _ in 0..200 {
+            file.append(&piece).unwrap();
+        }
+        let size = file.size_bytes() as usize;
+        assert_eq!(size, 200_000);
+        std::mem::forget(file); // a crash: no trim
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), size.next_multiple_of(WINDOW_BYTES_MIN));
+        assert_eq!(bytes[..size], piece.repeat(200)[..]);
+        assert!(bytes[size..].iter().all(|&byte| byte == 0));
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
     fn trim_cuts_the_reservation_and_appending_afterwards_still_works() {
         let path = temporary_path("trim");
-        let Some(mut file) = MappedWritableFile::create(&path).unwrap() else {
+        let Some(mut file) = MappedWritableFile::create(&path, WINDOW_BYTES_MAX as u64).unwrap()
+        else {
             return;
         };
         file.append(b"first").unwrap();
@@ -344,7 +378,7 @@ mod tests {
     #[test]
     fn a_process_crash_leaves_the_records_then_zeros_which_the_reader_calls_a_tail() {
         let path = temporary_path("crash");
-        let Some(file) = MappedWritableFile::create(&path).unwrap() else {
+        let Some(file) = MappedWritableFile::create(&path, WINDOW_BYTES_MAX as u64).unwrap() else {
             return;
         };
         let mut writer = crate::wal::LogWriter::new(Box::new(file), path.clone());
@@ -354,7 +388,7 @@ mod tests {
         // A crash runs no destructor: the reserved zeros stay behind the records.
         std::mem::forget(writer);
         let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(bytes.len(), WINDOW_BYTES);
+        assert_eq!(bytes.len(), WINDOW_BYTES_MAX);
         let contents = crate::wal::parse_log(bytes, &path).unwrap();
         let payloads: Vec<Vec<u8>> = contents.records().map(|(_, p)| p.to_vec()).collect();
         assert_eq!(payloads.len(), 1000);
