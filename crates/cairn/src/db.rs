@@ -1841,14 +1841,10 @@ mod tests {
     use crate::fs::MemFs;
     use crate::wal::LogWriter;
 
-    /// A closed database on `fs` holding `a` and `b` (sequences 1 and 2), and the number
-    /// above every file in it.
+    /// Closes a new database on `fs` holding `a` and `b` (sequences 1 and 2); returns the
+    /// number above every file in it.
     fn closed_database(fs: &MemFs) -> u64 {
-        let options = Options {
-            file_system: Arc::new(fs.clone()),
-            ..Options::default()
-        };
-        let db = Db::open("/db", options).unwrap();
+        let db = reopen(fs).unwrap();
         db.put(b"a", b"1").unwrap();
         db.put(b"b", b"2").unwrap();
         db.close().unwrap();

@@ -2012,24 +2012,37 @@ mod loom_tests {
                 }
             }
             let full_key = full_key.expect("a two-bucket table fills");
-            let grower = {
-                let (epochs, index) = (epochs.clone(), index.clone());
-                loom::thread::spawn(move || {
-                    let guard = epochs.pin();
-                    index
-                        .grow(&guard, &epochs, hash_of(full_key), hash_of)
-                        .expect("grow");
-                })
-            };
-            let found = {
-                let guard = epochs.pin();
-                index.lookup(&guard, hash_of(0), |location| location == 0)
-            };
-            assert_eq!(found, Some(0));
-            grower.join().expect("grower");
-            index.collect_retired(&epochs);
-            assert_eq!(index.retired_memory_bytes(), 0);
+            find_key_zero_while(&epochs, &index, move |guard, epochs, index| {
+                index
+                    .grow(guard, epochs, hash_of(full_key), hash_of)
+                    .expect("grow");
+            });
         });
+    }
+
+    /// Runs `replace` (a table replacement of key 0's partition) on another thread while
+    /// this one looks up key 0, which must be found; then every retired table is freed.
+    #[allow(clippy::expect_used)]
+    fn find_key_zero_while(
+        epochs: &Arc<EpochTable>,
+        index: &Arc<HashIndex>,
+        replace: impl FnOnce(&EpochGuard<'_>, &EpochTable, &HashIndex) + Send + 'static,
+    ) {
+        let replacer = {
+            let (epochs, index) = (epochs.clone(), index.clone());
+            loom::thread::spawn(move || {
+                let guard = epochs.pin();
+                replace(&guard, &epochs, &index);
+            })
+        };
+        let found = {
+            let guard = epochs.pin();
+            index.lookup(&guard, hash_of(0), |location| location == 0)
+        };
+        assert_eq!(found, Some(0));
+        replacer.join().expect("replacer");
+        index.collect_retired(epochs);
+        assert_eq!(index.retired_memory_bytes(), 0);
     }
 
     /// Shrinking: a reader looks up the one key left while another thread shrinks the
@@ -2063,24 +2076,12 @@ mod loom_tests {
             }
             let grown = index.memory_bytes();
             assert!(grown > 2 * BUCKET_BYTES);
-            let shrinker = {
-                let (epochs, index) = (epochs.clone(), index.clone());
-                loom::thread::spawn(move || {
-                    let guard = epochs.pin();
-                    index
-                        .shrink_if_sparse(&guard, &epochs, hash_of(1), hash_of)
-                        .expect("shrink");
-                })
-            };
-            let found = {
-                let guard = epochs.pin();
-                index.lookup(&guard, hash_of(0), |location| location == 0)
-            };
-            assert_eq!(found, Some(0));
-            shrinker.join().expect("shrinker");
+            find_key_zero_while(&epochs, &index, |guard, epochs, index| {
+                index
+                    .shrink_if_sparse(guard, epochs, hash_of(1), hash_of)
+                    .expect("shrink");
+            });
             assert!(index.memory_bytes() < grown);
-            index.collect_retired(&epochs);
-            assert_eq!(index.retired_memory_bytes(), 0);
         });
     }
 }

@@ -904,19 +904,11 @@ mod tests {
             ..small_options()
         })
         .unwrap();
-        for key in 0..20_000u32 {
-            store.put(&key.to_be_bytes(), &[7u8; 200]).unwrap();
-        }
-        let full = store.stats();
+        let full = fill_then_keep_one_in_ten(&store);
         assert!(
             full.index_entries as f64 > 0.85 * full.index_slots as f64,
             "{full:?}"
         );
-        for key in 0..20_000u32 {
-            if key % 10 != 0 {
-                assert!(store.delete(&key.to_be_bytes()).unwrap());
-            }
-        }
         let deleted = store.stats();
         // The deletes shrank the index partitions to at least half full.
         assert!(
@@ -934,6 +926,25 @@ mod tests {
         assert!(stats.used_bytes * 5 < full.used_bytes, "{full:?} {stats:?}");
         assert_eq!(stats.touched_bytes, stats.used_bytes, "{stats:?}");
         assert!(stats.released_bytes > 0, "{stats:?}");
+        assert_only_one_in_ten_left(&store);
+    }
+
+    /// Puts 20,000 keys of 200 bytes, takes the stats of the full store, then deletes all
+    /// keys but every tenth; returns the full store's stats.
+    fn fill_then_keep_one_in_ten(store: &MemStore) -> MemStoreStats {
+        for key in 0..20_000u32 {
+            store.put(&key.to_be_bytes(), &[7u8; 200]).unwrap();
+        }
+        let full = store.stats();
+        for key in 0..20_000u32 {
+            if key % 10 != 0 {
+                assert!(store.delete(&key.to_be_bytes()).unwrap());
+            }
+        }
+        full
+    }
+
+    fn assert_only_one_in_ten_left(store: &MemStore) {
         for key in 0..20_000u32 {
             let expected = (key % 10 == 0).then(|| vec![7u8; 200]);
             assert_eq!(store.get(&key.to_be_bytes()).unwrap(), expected);
@@ -949,15 +960,7 @@ mod tests {
             ..small_options()
         })
         .unwrap();
-        for key in 0..20_000u32 {
-            store.put(&key.to_be_bytes(), &[7u8; 200]).unwrap();
-        }
-        let full = store.stats();
-        for key in 0..20_000u32 {
-            if key % 10 != 0 {
-                assert!(store.delete(&key.to_be_bytes()).unwrap());
-            }
-        }
+        let full = fill_then_keep_one_in_ten(&store);
         // No writes follow and the log is half empty (no pressure): only eager compaction
         // empties the sparse segments. Their blocks are released after the compacted segments
         // are reclaimed, a moment later, so wait for both (slow machines and valgrind saw
@@ -974,9 +977,6 @@ mod tests {
         };
         assert!(stats.used_bytes * 5 < full.used_bytes, "{full:?} {stats:?}");
         assert_eq!(stats.touched_bytes, stats.used_bytes, "{stats:?}");
-        for key in 0..20_000u32 {
-            let expected = (key % 10 == 0).then(|| vec![7u8; 200]);
-            assert_eq!(store.get(&key.to_be_bytes()).unwrap(), expected);
-        }
+        assert_only_one_in_ten_left(&store);
     }
 }
