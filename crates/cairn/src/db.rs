@@ -45,7 +45,7 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{check_key, check_value, internal_key, SequenceNumber, ValueKind};
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
-use crate::sequence::Watermark;
+use crate::sequence::{Acknowledged, Watermark};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sstable::{BlockCache, TableOptions};
 use crate::sstable::{BloomFilter, BloomFilterBuilder};
@@ -206,6 +206,10 @@ struct DbInner {
     inserted: Watermark,
     /// Every sequence <= this is written to the OS (raised by WAL leaders).
     written: Arc<AtomicU64>,
+    /// Writes acknowledged above `visible()`: readers start at or above them, so writers
+    /// never wait for each other's inserts (cLSM §3.2's linearizable snapshot: the wait is on
+    /// the read side).
+    acknowledged: Acknowledged,
     versions: Mutex<VersionSet>,
     file_numbers: Arc<AtomicU64>,
     background: Mutex<BackgroundState>,
@@ -336,6 +340,7 @@ impl Db {
             super_version_update: Mutex::new(()),
             inserted: Watermark::new(last_sequence),
             written,
+            acknowledged: Acknowledged::new(last_sequence),
             versions: Mutex::new(versions),
             file_numbers,
             background: Mutex::new(BackgroundState {
@@ -528,7 +533,7 @@ impl Db {
 
     /// A consistent view of the current state, kept until dropped.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.snapshots.acquire(|| self.inner.visible())
+        self.inner.snapshots.acquire(|| self.inner.read_sequence())
     }
 
     /// A cursor over the latest state (or `snapshot`), bounded to `[lower, upper)`.
@@ -873,6 +878,23 @@ impl DbInner {
         }
     }
 
+    /// The write ending at `sequence` is inserted and logged: acknowledge it without waiting
+    /// for lower in-flight writes (`sequence::Acknowledged`).
+    #[inline]
+    fn acknowledge(&self, sequence: SequenceNumber) {
+        self.acknowledged.acknowledge(sequence, self.visible());
+    }
+
+    /// The sequence a read that starts now uses: at or above every acknowledged write, and
+    /// covering only writes that are fully inserted and logged. After a sticky error the wait
+    /// gives up: a lower write that failed never becomes visible.
+    fn read_sequence(&self) -> SequenceNumber {
+        self.acknowledged.read_sequence(
+            || self.visible(),
+            || self.has_sticky_error.load(Ordering::Acquire),
+        )
+    }
+
     /// Waits until `visible()` reaches `sequence` (a short wait for lower in-flight writes).
     fn wait_visible(&self, sequence: SequenceNumber) -> Result<()> {
         self.inserted.wait_for(sequence);
@@ -958,8 +980,10 @@ impl DbInner {
                 Counters::add(&self.counters.wal_syncs, 1);
             }
         }
-        self.wait_visible(last)
+        self.acknowledge(last);
+        Ok(())
     }
+
     /// Reserves `count` sequences and log space for a payload of `payload_bytes` in the active
     /// memtable, making room first if it is full. The caller must insert its entries into
     /// `reservation.component()` and then call `finish_write` (always, even on failure: the
@@ -1141,7 +1165,7 @@ impl DbInner {
     /// them, so it retakes a later sequence (still inside its own call: linearizable).
     fn read_point(&self) -> (SequenceNumber, arc_swap::Guard<Arc<SuperVersion>>) {
         loop {
-            let sequence = self.visible();
+            let sequence = self.read_sequence();
             let super_version = self.super_version.load();
             if sequence >= super_version.oldest_readable {
                 return (sequence, super_version);
@@ -1302,7 +1326,15 @@ impl DbInner {
             let current = read.and_then(|(_, value)| value);
             let mut batch = WriteBatch::new();
             let new_value = match decide(current.as_deref()) {
-                Update::Keep => return Ok((current, None)),
+                Update::Keep => {
+                    // The read is of the newest version, which may belong to a write still
+                    // in flight: make it visible before reporting it, or a get that starts
+                    // after this call returns could miss a value this call saw.
+                    if let Some(version) = read_version {
+                        self.wait_visible(version)?;
+                    }
+                    return Ok((current, None));
+                }
                 Update::Put(value) => {
                     check_value(&value)?;
                     batch.put(key, &value);

@@ -5,9 +5,10 @@
 //! records `last` in the ring slot of `first` once its inserts are done, then tries to advance
 //! the watermark over every consecutive finished range. The watermark is what snapshots and
 //! reads use (together with the WAL's written watermark): a snapshot at S is below every
-//! in-flight write and at or above every acknowledged one, because a writer returns only
-//! after the watermark covers its sequences. This replaces cLSM's Active set: instead of
-//! finding the minimum of in-flight timestamps, readers load one word.
+//! in-flight write. It is also at or above every acknowledged one, because a read first waits
+//! for the watermark to reach [`Acknowledged`] — the writes that returned while a lower write
+//! was still in flight — so writers never wait for each other. This replaces cLSM's Active
+//! set: instead of finding the minimum of in-flight timestamps, readers load two words.
 //!
 //! Thread-safety contract: `finish` and `watermark` may be called from any thread without
 //! locks. A writer waits only for the ring to have room (at most `RING_SLOTS` sequences
@@ -20,8 +21,12 @@
 //!    so two unconsumed ranges never share a slot.
 //! 3. The consumer of a range clears its slot with a compare-and-swap on the exact value, so
 //!    a newer range stored in the same slot is never erased.
+//! 4. Progress without helpers: once every range up to S has finished, the watermark is at
+//!    least S when the last of those `finish` calls returns. A finisher stores its slot and
+//!    then, after a full fence, tries to advance; of two finishers of neighbouring ranges,
+//!    at least one sees the other's slot.
 
-use crate::sync::{spin_wait, AtomicU64, Ordering};
+use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
 
 /// Ring size: how far sequence assignment may run ahead of the watermark.
 pub const RING_SLOTS: usize = 1 << 14;
@@ -88,6 +93,11 @@ impl Watermark {
         if let Some(slot) = self.slot(first) {
             slot.store(last, Ordering::Release);
         }
+        // Invariant 4. Two writers finishing neighbouring ranges each store their slot, then
+        // look at the other's: without a full fence both loads may miss both stores (store
+        // buffering), and neither advances. Nobody else would: writers do not wait for the
+        // watermark, and readers only read it.
+        fence(Ordering::SeqCst);
         self.advance();
     }
 
@@ -103,6 +113,12 @@ impl Watermark {
             // A stale value (a consumed range not yet cleared) is < next; a value for a
             // different range cannot be here (invariant 2) — only `last >= next` counts.
             if last < next {
+                // The slot may read empty because another finisher consumed it and moved the
+                // watermark after our first load: look again from the new watermark, or a
+                // range stored behind it could be left for no one (invariant 4).
+                if self.get() != current {
+                    continue;
+                }
                 return;
             }
             if self
@@ -140,6 +156,67 @@ impl Watermark {
             }
             spin_wait(&mut round);
         }
+    }
+}
+
+/// The read side of linearizability (cLSM §3.2, the linearizable snapshot): the largest
+/// sequence acknowledged to a writer while the visible sequence was still below it.
+///
+/// Writers finish out of order and do not wait for lower in-flight writes: a writer whose
+/// own insert and log write are done returns at once, even when the visible sequence (the
+/// inserted watermark, capped by the WAL's written one) is still below its sequence because a
+/// lower write is mid-insert. A read that starts after that return must still see the write,
+/// so it waits until the visible sequence reaches this value — the wait cLSM puts in
+/// `getSnap`. It is paid by a reader only while some write acknowledged before it is above
+/// the visible sequence, which lasts as long as the slowest lower write's insert.
+///
+/// Thread-safety contract: both methods may be called from any thread without locks.
+///
+/// Invariants:
+/// 1. Every acknowledged sequence is `<=` the visible sequence at the moment of its
+///    acknowledgment or `<=` this value, which only grows. A reader that starts after an
+///    acknowledgment returned therefore sees it in one of the two loads.
+/// 2. Only acknowledged sequences are recorded, and an acknowledged write has finished its
+///    insert and its log write; the lower writes a reader waits for are running, so the wait
+///    ends unless one of them fails (the caller's `give_up`).
+#[derive(Debug)]
+pub struct Acknowledged {
+    // Its own cache lines: written by writers finishing out of order, read by every read.
+    sequence: crate::sync::CachePadded<AtomicU64>,
+}
+
+impl Acknowledged {
+    /// Nothing acknowledged above `start` yet.
+    pub fn new(start: u64) -> Self {
+        Acknowledged {
+            sequence: crate::sync::CachePadded(AtomicU64::new(start)),
+        }
+    }
+
+    /// The write ending at `sequence` (inserted and logged) is being acknowledged;
+    /// `visible` is the visible sequence loaded after it finished. The shared word is written
+    /// only when a lower write is still in flight.
+    #[inline]
+    pub fn acknowledge(&self, sequence: u64, visible: u64) {
+        if visible < sequence {
+            self.sequence.fetch_max(sequence, Ordering::AcqRel);
+        }
+    }
+
+    /// The sequence a read that starts now uses: `visible()` once it has reached every
+    /// acknowledged sequence, so it is at or above every write acknowledged before this call
+    /// and covers only finished writes. Spins, then yields, while a lower write finishes;
+    /// returns the visible sequence as it is if `give_up()` (a failed lower write may never
+    /// finish).
+    pub fn read_sequence(&self, visible: impl Fn() -> u64, give_up: impl Fn() -> bool) -> u64 {
+        let target = self.sequence.load(Ordering::Acquire);
+        let mut current = visible();
+        let mut round = 0;
+        while current < target && !give_up() {
+            spin_wait(&mut round);
+            current = visible();
+        }
+        current
     }
 }
 
@@ -270,8 +347,58 @@ mod loom_tests {
             }
             a.join().unwrap();
             b.join().unwrap();
-            watermark.advance();
+            // No `advance` from a waiter here: writers no longer wait for the watermark, so
+            // the finishers alone must carry it to the end.
             assert_eq!(watermark.get(), 3);
+        });
+    }
+
+    /// A writer that finishes above an in-flight lower write is acknowledged without waiting
+    /// for it; a read that starts after the acknowledgment still reads at or above the
+    /// write's sequence, and never above an unfinished one.
+    #[test]
+    fn a_read_after_an_acknowledgment_sees_the_write() {
+        // The reader's spin makes the full state space take many minutes; three preemptions
+        // cover the orders that matter (the upper writer finishing and acknowledging between
+        // any two steps of the lower one).
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let watermark = Arc::new(Watermark::with_slots(0, 4));
+            let acknowledged = Arc::new(Acknowledged::new(0));
+            let lower_done = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+            let returned = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+            let lower = {
+                let (watermark, lower_done) = (Arc::clone(&watermark), Arc::clone(&lower_done));
+                loom::thread::spawn(move || {
+                    lower_done.store(true, Ordering::SeqCst);
+                    watermark.finish(1, 1);
+                })
+            };
+            let upper = {
+                let (watermark, acknowledged, returned) = (
+                    Arc::clone(&watermark),
+                    Arc::clone(&acknowledged),
+                    Arc::clone(&returned),
+                );
+                loom::thread::spawn(move || {
+                    watermark.finish(2, 2);
+                    acknowledged.acknowledge(2, watermark.get());
+                    returned.store(true, Ordering::Release);
+                })
+            };
+            // A read that starts after the upper write returned must read at or above it,
+            // and (like every read) never above the unfinished lower write.
+            if returned.load(Ordering::Acquire) {
+                let read = acknowledged.read_sequence(|| watermark.get(), || false);
+                assert!(
+                    read >= 2,
+                    "read at {read} after sequence 2 was acknowledged"
+                );
+                assert!(lower_done.load(Ordering::SeqCst));
+            }
+            lower.join().unwrap();
+            upper.join().unwrap();
         });
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! A snapshot at sequence S sees, for each key, the newest version with sequence <= S. S is
 //! the database's visible sequence when the snapshot is registered: below every in-flight
-//! write (those are not yet visible) and at or above every acknowledged one (a write returns
-//! only once visible) — the linearizable variant of cLSM §3.2.
+//! write (those are not yet visible) and at or above every acknowledged one (registration
+//! first waits for the visible sequence to reach `sequence::Acknowledged`) — the linearizable
+//! variant of cLSM §3.2.
 //!
 //! Live snapshots are registered so that flush and compaction keep the versions they need
 //! (`compaction::VersionFilter`). Registration is lock-free: a snapshot claims a free slot

@@ -1,7 +1,8 @@
 //! History-checked stress test of the cLSM layer.
 //!
-//! Four threads (on two cores) run puts, deletes, gets, increments, atomic batches and
-//! snapshot scans against a `Db` whose memtable is tiny, so memtable switches, flushes and
+//! Four threads (on two cores) run puts, deletes, gets, `put_if_absent`s (a read-modify-write
+//! that may keep the value: a read of the newest version, which must be visible before it is
+//! reported), increments, atomic batches and snapshot scans against a `Db` whose memtable is tiny, so memtable switches, flushes and
 //! compactions happen constantly. Every operation is recorded with invocation and response
 //! times from one logical clock, and every write with the sequence number the engine gave it
 //! (`write_with_sequence`, `read_modify_write`). The checker then verifies:
@@ -65,6 +66,13 @@ enum Kind {
     Get {
         key: String,
         value: Option<String>,
+    },
+    /// `put_if_absent` through `read_modify_write`: stored at `sequence`, or (None) found the
+    /// key present and kept it — a read that must see every acknowledged write.
+    PutIfAbsent {
+        key: String,
+        value: String,
+        sequence: Option<SequenceNumber>,
     },
     Increment {
         key: String,
@@ -171,7 +179,22 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
                                 .unwrap();
                             Kind::Delete { key, sequence }
                         }
-                        40..=69 => {
+                        65..=69 => {
+                            let key = register(rng.gen_range(0..REGISTERS));
+                            let value = format!("a{thread}-{counter_value}");
+                            let (_, sequence) = db
+                                .read_modify_write(key.as_bytes(), |current| match current {
+                                    None => Update::Put(value.clone().into_bytes()),
+                                    Some(_) => Update::Keep,
+                                })
+                                .unwrap();
+                            Kind::PutIfAbsent {
+                                key,
+                                value,
+                                sequence,
+                            }
+                        }
+                        40..=64 => {
                             let key = register(rng.gen_range(0..REGISTERS));
                             let value = db
                                 .get(key.as_bytes())
@@ -289,6 +312,17 @@ fn writes_of(events: &[Event]) -> Vec<Write> {
                 invoke,
                 response,
             }),
+            Kind::PutIfAbsent {
+                key,
+                value,
+                sequence: Some(sequence),
+            } => writes.push(Write {
+                key: key.clone(),
+                value: Some(value.clone()),
+                sequence: *sequence,
+                invoke,
+                response,
+            }),
             Kind::Delete { key, sequence } => writes.push(Write {
                 key: key.clone(),
                 value: None,
@@ -321,7 +355,7 @@ fn writes_of(events: &[Event]) -> Vec<Write> {
                     });
                 }
             }
-            Kind::Get { .. } | Kind::Scan { .. } => {}
+            Kind::Get { .. } | Kind::Scan { .. } | Kind::PutIfAbsent { sequence: None, .. } => {}
         }
     }
     writes.sort_by_key(|write| write.sequence);
@@ -618,6 +652,17 @@ fn per_key_histories(events: &[Event]) -> BTreeMap<String, Vec<Timed<KeyOperatio
             Kind::Put { key, value, .. } => record(key, KeyOperation::put(value)),
             Kind::Delete { key, .. } => record(key, KeyOperation::Delete),
             Kind::Get { key, value } => record(key, KeyOperation::get(value.as_deref())),
+            Kind::PutIfAbsent {
+                key,
+                value,
+                sequence,
+            } => record(
+                key,
+                KeyOperation::PutIfAbsent {
+                    value: value.as_str().into(),
+                    stored: sequence.is_some(),
+                },
+            ),
             Kind::Increment { key, value, .. } => record(key, KeyOperation::increment(*value)),
             Kind::Batch { value, .. } => {
                 let value: Arc<str> = value.as_str().into();
@@ -684,13 +729,21 @@ fn concurrent_history_is_linearizable() {
     let search = search_check(&events);
     let count = |predicate: fn(&Kind) -> bool| events.iter().filter(|e| predicate(&e.kind)).count();
     eprintln!(
-        "history: {} operations in {:.1} s of running, checked in {:.1} s ({} puts, {} deletes, {} gets, {} increments, {} batches, {} scans), {} violations in the sequence-based checks",
+        "history: {} operations in {:.1} s of running, checked in {:.1} s ({} puts, {} deletes, {} gets, {} put-if-absent ({} stored), {} increments, {} batches, {} scans), {} violations in the sequence-based checks",
         events.len(),
         running.as_secs_f64(),
         (started.elapsed() - running).as_secs_f64(),
         count(|k| matches!(k, Kind::Put { .. })),
         count(|k| matches!(k, Kind::Delete { .. })),
         count(|k| matches!(k, Kind::Get { .. })),
+        count(|k| matches!(k, Kind::PutIfAbsent { .. })),
+        count(|k| matches!(
+            k,
+            Kind::PutIfAbsent {
+                sequence: Some(_),
+                ..
+            }
+        )),
         count(|k| matches!(k, Kind::Increment { .. })),
         count(|k| matches!(k, Kind::Batch { .. })),
         count(|k| matches!(k, Kind::Scan { .. })),

@@ -309,6 +309,11 @@ pub enum KeyOperation {
         returned: i64,
         text: Arc<str>,
     },
+    /// Stores the value if the key is absent (`stored`), else leaves it (and saw it present).
+    PutIfAbsent {
+        value: Arc<str>,
+        stored: bool,
+    },
 }
 
 impl KeyOperation {
@@ -354,6 +359,11 @@ impl Model for KeyModel {
                 };
                 (current.checked_add(1) == Some(*returned)).then(|| Some(Arc::clone(text)))
             }
+            KeyOperation::PutIfAbsent { value, stored } => match (state, stored) {
+                (None, true) => Some(Some(Arc::clone(value))),
+                (Some(_), false) => Some(state.clone()),
+                _ => None,
+            },
         }
     }
 }
@@ -434,6 +444,48 @@ mod tests {
             timed(2, 3, KeyOperation::increment(1)),
         ];
         assert_violation(&history);
+    }
+
+    #[test]
+    fn put_if_absent_that_saw_a_value_then_a_read_of_nothing_fails() {
+        // The keep saw the key present, finished, and only then did a read find it absent,
+        // with no delete anywhere: there is no order for it.
+        let history = [
+            timed(1, 10, KeyOperation::put("a")),
+            timed(
+                2,
+                3,
+                KeyOperation::PutIfAbsent {
+                    value: "b".into(),
+                    stored: false,
+                },
+            ),
+            timed(4, 5, KeyOperation::get(None)),
+        ];
+        assert_violation(&history);
+    }
+
+    #[test]
+    fn put_if_absent_stores_only_over_nothing() {
+        let stored = |value: &str| KeyOperation::PutIfAbsent {
+            value: value.into(),
+            stored: true,
+        };
+        assert_violation(&[
+            timed(1, 2, KeyOperation::put("a")),
+            timed(3, 4, stored("b")),
+        ]);
+        let history = [
+            timed(1, 2, stored("a")),
+            timed(3, 4, KeyOperation::get(Some("a"))),
+            timed(5, 6, KeyOperation::Delete),
+            timed(7, 8, stored("b")),
+            timed(9, 10, KeyOperation::get(Some("b"))),
+        ];
+        assert!(matches!(
+            check(&KeyModel, &history, BUDGET).verdict,
+            Verdict::Linearizable
+        ));
     }
 
     #[test]
