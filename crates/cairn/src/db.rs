@@ -43,7 +43,7 @@ use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{check_key, check_value, internal_key, SequenceNumber, ValueKind};
-use crate::memtable::Memtable;
+use crate::memtable::{Memtable, SortedNodes};
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::sequence::{Acknowledged, Watermark};
 use crate::snapshot::{Snapshot, SnapshotList};
@@ -77,6 +77,9 @@ pub struct MemComponent {
     last_sequence: OnceLock<SequenceNumber>,
     /// Bloom filter over its user keys, built once it is sealed and quiet (sLSM's runs).
     filter: OnceLock<BloomFilter>,
+    /// Its nodes in key order, gathered once it is sealed and quiet: the filter and then the
+    /// flush read them without chasing level-0 pointers (`Memtable::sorted_nodes`).
+    sorted: OnceLock<Arc<SortedNodes>>,
 }
 
 impl std::fmt::Debug for MemComponent {
@@ -97,7 +100,25 @@ impl MemComponent {
             switch_claimed: AtomicBool::new(false),
             last_sequence: OnceLock::new(),
             filter: OnceLock::new(),
+            sorted: OnceLock::new(),
         }
+    }
+
+    /// The nodes in key order. Precondition: the component is quiet (`wait_quiet`), so its
+    /// contents are final; a gathering that does not hold every entry is replaced (it cannot
+    /// happen, but a flush that trusted one would lose writes).
+    fn sorted_nodes(&self) -> Arc<SortedNodes> {
+        let sorted = self
+            .sorted
+            .get_or_init(|| Arc::new(self.memtable.sorted_nodes()));
+        if sorted.len() == self.memtable.len() {
+            return Arc::clone(sorted);
+        }
+        debug_assert!(
+            false,
+            "a quiet memtable changed after its nodes were gathered"
+        );
+        Arc::new(self.memtable.sorted_nodes())
     }
 
     fn wal_number(&self) -> u64 {
@@ -1567,17 +1588,18 @@ impl DbInner {
                 continue;
             }
             let mut builder = BloomFilterBuilder::new(self.options.bloom_bits_per_key);
-            let mut iterator = immutable.memtable.iter();
-            iterator.seek_to_first();
-            let mut previous: Option<Vec<u8>> = None;
-            while iterator.valid() {
-                let user = crate::key::user_key(iterator.key());
-                if previous.as_deref() != Some(user) {
+            let mut previous: Vec<u8> = Vec::new();
+            let mut first = true;
+            immutable.sorted_nodes().for_each_key(|key| {
+                let user = crate::key::user_key(key);
+                // Versions of a key are adjacent: add each user key once.
+                if first || previous.as_slice() != user {
                     builder.add_key(user);
-                    previous = Some(user.to_vec());
+                    previous.clear();
+                    previous.extend_from_slice(user);
+                    first = false;
                 }
-                iterator.next();
-            }
+            });
             if let Ok(filter) = BloomFilter::decode(builder.finish()) {
                 let _ = immutable.filter.set(filter);
             }
@@ -1606,7 +1628,7 @@ impl DbInner {
         self.wait_quiet(&immutable)?;
         let snapshots = self.snapshots.sequences();
         let mut filter = VersionFilter::new(&snapshots, None);
-        let mut iterator = immutable.memtable.iter();
+        let mut iterator = immutable.sorted_nodes().iter();
         let outputs = self.write_outputs(&mut iterator, &mut filter, None)?;
         let written: u64 = outputs.iter().map(|file| file.size_bytes).sum();
         let edit = VersionEdit {

@@ -545,6 +545,254 @@ impl Memtable {
             node: ptr::null(),
         }
     }
+
+    /// Every node in key order, gathered with `GATHER_CHAINS` independent walks in flight.
+    ///
+    /// Walking level 0 is a chain of dependent cache misses (nodes sit in the arena in
+    /// allocation order, not key order): one miss per entry, twice per flush (the Bloom
+    /// filter, then the table). Here the nodes of one upper level cut level 0 into segments
+    /// of about `4^GATHER_LEVEL` nodes, and the walks of many segments are interleaved, so
+    /// their misses overlap. The result is a snapshot: meant for a sealed, quiet memtable
+    /// (the flush checks `len` against the memtable's before it trusts one).
+    pub fn sorted_nodes(self: &Arc<Self>) -> SortedNodes {
+        let expected = self.len();
+        let level = self
+            .max_height
+            .load(AtomicOrdering::Acquire)
+            .min(GATHER_LEVEL + 1)
+            - 1;
+        // SAFETY: the head has MAX_HEIGHT levels; every node reached is published
+        // (invariant 2) and lives as long as `self`.
+        let first = unsafe { Node::next(self.head, 0).load(AtomicOrdering::Acquire) };
+        let mut starts: Vec<*const Node> = Vec::new();
+        if level > 0 {
+            // SAFETY: as above; a node linked at `level` has a tower slot for it.
+            let mut node = unsafe { Node::next(self.head, level).load(AtomicOrdering::Acquire) };
+            while !node.is_null() {
+                starts.push(node);
+                // SAFETY: as above.
+                node = unsafe { Node::next(node, level).load(AtomicOrdering::Acquire) };
+            }
+        }
+        // Segment `i` runs from its begin (the first node, or `starts[i - 1]`) up to, not
+        // including, `starts[i]` (null for the last). Invariant 3: every start is on level
+        // 0 after the previous one, so each walk ends at its end.
+        let segment_count = starts.len() + 1;
+        let begin = |segment: usize| -> *const Node {
+            match segment.checked_sub(1) {
+                None => first,
+                Some(index) => starts.get(index).copied().unwrap_or(ptr::null()),
+            }
+        };
+        let end = |segment: usize| starts.get(segment).copied().unwrap_or(ptr::null());
+        let segment_capacity = (expected / segment_count).saturating_mul(2).max(4);
+        let mut outputs: Vec<Vec<*const Node>> = Vec::with_capacity(segment_count);
+        outputs.resize_with(segment_count, Vec::new);
+        let mut chains: Vec<Chain> = Vec::with_capacity(GATHER_CHAINS);
+        let mut next_segment = 0;
+        loop {
+            while chains.len() < GATHER_CHAINS && next_segment < segment_count {
+                chains.push(Chain {
+                    segment: next_segment,
+                    node: begin(next_segment),
+                    end: end(next_segment),
+                });
+                next_segment += 1;
+            }
+            if chains.is_empty() {
+                break;
+            }
+            let mut index = 0;
+            while let Some(chain) = chains.get_mut(index) {
+                if chain.node.is_null() || chain.node == chain.end {
+                    chains.swap_remove(index);
+                    continue;
+                }
+                if let Some(output) = outputs.get_mut(chain.segment) {
+                    if output.capacity() == 0 {
+                        output.reserve(segment_capacity);
+                    }
+                    output.push(chain.node);
+                }
+                // SAFETY: a published node of this memtable with at least one level.
+                let next = unsafe { Node::next(chain.node, 0).load(AtomicOrdering::Acquire) };
+                prefetch(next);
+                chain.node = next;
+                index += 1;
+            }
+        }
+        let total = outputs.iter().map(Vec::len).sum();
+        let mut nodes = Vec::with_capacity(total);
+        for output in outputs {
+            nodes.extend_from_slice(&output);
+        }
+        SortedNodes {
+            memtable: Arc::clone(self),
+            nodes,
+        }
+    }
+}
+
+/// Upper level (0-based) whose nodes cut level 0 into segments for `sorted_nodes`: about
+/// 4^3 = 64 nodes per segment, so reading the level costs 1/64 of the walk.
+const GATHER_LEVEL: usize = 3;
+
+/// Walks `sorted_nodes` keeps in flight (enough to cover a memory latency with the work of
+/// the others, few enough to stay in the processor's load buffers).
+const GATHER_CHAINS: usize = 16;
+
+/// How far ahead of a cursor over `SortedNodes` nodes are prefetched.
+const PREFETCH_DISTANCE: usize = 8;
+
+/// One interleaved walk of `sorted_nodes`.
+struct Chain {
+    segment: usize,
+    node: *const Node,
+    end: *const Node,
+}
+
+/// A memtable's nodes in key order (see [`Memtable::sorted_nodes`]); keeps the memtable alive.
+pub struct SortedNodes {
+    memtable: Arc<Memtable>,
+    nodes: Vec<*const Node>,
+}
+
+impl std::fmt::Debug for SortedNodes {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SortedNodes")
+            .field("entries", &self.nodes.len())
+            .finish()
+    }
+}
+
+// SAFETY: the pointers refer to published nodes of the memtable this value keeps alive; node
+// bytes are immutable after publication (invariant 2), so sharing or moving them is sound.
+unsafe impl Send for SortedNodes {}
+// SAFETY: as above; nothing here is mutated after construction.
+unsafe impl Sync for SortedNodes {}
+
+/// Prefetches the cache lines a cursor reads of `node`: header and key, then the value.
+#[inline(always)]
+fn prefetch_entry(node: Option<&*const Node>) {
+    if let Some(&node) = node {
+        prefetch(node);
+        prefetch((node as *const u8).wrapping_add(64) as *const Node);
+        prefetch((node as *const u8).wrapping_add(128) as *const Node);
+    }
+}
+
+impl SortedNodes {
+    /// Number of entries gathered.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True if nothing was gathered.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The memtable the nodes belong to.
+    pub fn memtable(&self) -> &Arc<Memtable> {
+        &self.memtable
+    }
+
+    /// Calls `visit` with every internal key in order, prefetching ahead.
+    pub fn for_each_key(&self, mut visit: impl FnMut(&[u8])) {
+        for (index, &node) in self.nodes.iter().enumerate() {
+            if let Some(&ahead) = self.nodes.get(index + PREFETCH_DISTANCE) {
+                prefetch(ahead);
+            }
+            // SAFETY: a published node of the memtable `self` keeps alive.
+            visit(unsafe { Node::key(node) });
+        }
+    }
+
+    /// A cursor over the gathered entries.
+    pub fn iter(self: &Arc<Self>) -> SortedNodesIterator {
+        SortedNodesIterator {
+            sorted: Arc::clone(self),
+            index: self.nodes.len(),
+        }
+    }
+}
+
+/// A cursor over [`SortedNodes`]: the flush's input. Unlike [`MemtableIterator`] it sees only
+/// what was gathered, and its steps are independent loads the processor can overlap.
+#[derive(Debug)]
+pub struct SortedNodesIterator {
+    sorted: Arc<SortedNodes>,
+    /// `nodes.len()` when not valid.
+    index: usize,
+}
+
+impl SortedNodesIterator {
+    fn node(&self) -> Option<*const Node> {
+        self.sorted.nodes.get(self.index).copied()
+    }
+}
+
+impl InternalIterator for SortedNodesIterator {
+    fn valid(&self) -> bool {
+        self.index < self.sorted.nodes.len()
+    }
+
+    fn seek_to_first(&mut self) {
+        self.index = 0;
+        for ahead in 0..PREFETCH_DISTANCE {
+            prefetch_entry(self.sorted.nodes.get(ahead));
+        }
+    }
+
+    fn seek_to_last(&mut self) {
+        let length = self.sorted.nodes.len();
+        self.index = length.checked_sub(1).unwrap_or(length);
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.index = self.sorted.nodes.partition_point(|&node| {
+            // SAFETY: a published node of the memtable `sorted` keeps alive.
+            let key = unsafe { Node::key(node) };
+            crate::key::compare_internal_keys(key, target) == Ordering::Less
+        });
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid());
+        if self.valid() {
+            self.index += 1;
+            prefetch_entry(self.sorted.nodes.get(self.index + PREFETCH_DISTANCE));
+        }
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid());
+        self.index = match self.index.checked_sub(1) {
+            Some(index) if self.valid() => index,
+            _ => self.sorted.nodes.len(),
+        };
+    }
+
+    fn key(&self) -> &[u8] {
+        match self.node() {
+            // SAFETY: a published node of the memtable `sorted` keeps alive.
+            Some(node) => unsafe { Node::key(node) },
+            None => &[],
+        }
+    }
+
+    fn value(&self) -> &[u8] {
+        match self.node() {
+            // SAFETY: as above.
+            Some(node) => unsafe { Node::value(node) },
+            None => &[],
+        }
+    }
+
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Where a key's next version goes, found by [`Memtable::get_entry_hinted`]: at each level,
@@ -914,5 +1162,95 @@ mod tests {
             iterator.next();
         }
         assert_eq!(actual, expected);
+    }
+
+    /// Every entry of `iterator` from the first, as owned pairs.
+    fn collect_forward(iterator: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut entries = Vec::new();
+        iterator.seek_to_first();
+        while iterator.valid() {
+            entries.push((iterator.key().to_vec(), iterator.value().to_vec()));
+            iterator.next();
+        }
+        entries
+    }
+
+    #[test]
+    fn sorted_nodes_match_the_level_zero_walk_at_every_size() {
+        let mut rng = SmallRng::seed_from_u64(17);
+        // Sizes below, at and far above one gather segment (64 nodes), plus duplicates of a
+        // user key (many versions) and empty keys.
+        for size in [0usize, 1, 2, 63, 64, 65, 1000, 200_000] {
+            let memtable = Arc::new(Memtable::with_chunk_bytes(1 << 16));
+            for sequence in 1..=size as u64 {
+                let user = match rng.gen_range(0..10) {
+                    0 => Vec::new(),
+                    1 => b"hot".to_vec(),
+                    _ => rng.gen::<u64>().to_be_bytes().to_vec(),
+                };
+                memtable.insert(&user, sequence, ValueKind::Put, &sequence.to_le_bytes());
+            }
+            let expected = collect_forward(&mut memtable.iter());
+            assert_eq!(expected.len(), size);
+            let sorted = Arc::new(memtable.sorted_nodes());
+            assert_eq!(sorted.len(), size);
+            assert_eq!(sorted.is_empty(), size == 0);
+            let mut iterator = sorted.iter();
+            assert!(!iterator.valid(), "a new cursor is not positioned");
+            assert_eq!(collect_forward(&mut iterator), expected, "size {size}");
+            let mut keys = Vec::new();
+            sorted.for_each_key(|key| keys.push(key.to_vec()));
+            let expected_keys: Vec<Vec<u8>> = expected.iter().map(|(key, _)| key.clone()).collect();
+            assert_eq!(keys, expected_keys);
+            iterator.seek_to_last();
+            let mut backward = Vec::new();
+            while iterator.valid() {
+                backward.push((iterator.key().to_vec(), iterator.value().to_vec()));
+                iterator.prev();
+            }
+            backward.reverse();
+            assert_eq!(backward, expected);
+            for _ in 0..200 {
+                let target = internal_key(
+                    &rng.gen::<u64>().to_be_bytes(),
+                    rng.gen_range(0..=size as u64 + 1),
+                    ValueKind::SEEK,
+                );
+                iterator.seek(&target);
+                let mut reference = memtable.iter();
+                reference.seek(&target);
+                assert_eq!(iterator.valid(), reference.valid());
+                if reference.valid() {
+                    assert_eq!(iterator.key(), reference.key());
+                    assert_eq!(iterator.value(), reference.value());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sorted_nodes_after_concurrent_inserts_hold_every_entry_once() {
+        let memtable = Arc::new(Memtable::with_chunk_bytes(1 << 16));
+        let threads: Vec<_> = (0..4u64)
+            .map(|thread| {
+                let memtable = Arc::clone(&memtable);
+                std::thread::spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(thread);
+                    for index in 0..20_000u64 {
+                        let user = rng.gen::<u32>().to_be_bytes();
+                        memtable.insert(&user, 1 + thread * 20_000 + index, ValueKind::Put, b"v");
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let sorted = Arc::new(memtable.sorted_nodes());
+        assert_eq!(sorted.len(), 80_000);
+        assert_eq!(
+            collect_forward(&mut sorted.iter()),
+            collect_forward(&mut memtable.iter())
+        );
     }
 }
