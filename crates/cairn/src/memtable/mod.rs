@@ -941,21 +941,8 @@ mod tests {
             })
             .collect();
         let mut iterator = memtable.iter();
-        iterator.seek_to_first();
-        let mut forward = Vec::new();
-        while iterator.valid() {
-            forward.push((iterator.key().to_vec(), iterator.value().to_vec()));
-            iterator.next();
-        }
-        assert_eq!(forward, expected);
-        iterator.seek_to_last();
-        let mut backward = Vec::new();
-        while iterator.valid() {
-            backward.push((iterator.key().to_vec(), iterator.value().to_vec()));
-            iterator.prev();
-        }
-        backward.reverse();
-        assert_eq!(backward, expected);
+        assert_eq!(collect_forward(&mut iterator), expected);
+        assert_eq!(collect_backward(&mut iterator), expected);
         for _ in 0..2000 {
             let user = format!("k{}", rng.gen_range(0..300)).into_bytes();
             let snapshot = rng.gen_range(0..5200);
@@ -1175,6 +1162,18 @@ mod tests {
         entries
     }
 
+    /// Every entry of `iterator` from the last, reversed into ascending order.
+    fn collect_backward(iterator: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut entries = Vec::new();
+        iterator.seek_to_last();
+        while iterator.valid() {
+            entries.push((iterator.key().to_vec(), iterator.value().to_vec()));
+            iterator.prev();
+        }
+        entries.reverse();
+        entries
+    }
+
     #[test]
     fn sorted_nodes_match_the_level_zero_walk_at_every_size() {
         let mut rng = SmallRng::seed_from_u64(17);
@@ -1202,14 +1201,7 @@ mod tests {
             sorted.for_each_key(|key| keys.push(key.to_vec()));
             let expected_keys: Vec<Vec<u8>> = expected.iter().map(|(key, _)| key.clone()).collect();
             assert_eq!(keys, expected_keys);
-            iterator.seek_to_last();
-            let mut backward = Vec::new();
-            while iterator.valid() {
-                backward.push((iterator.key().to_vec(), iterator.value().to_vec()));
-                iterator.prev();
-            }
-            backward.reverse();
-            assert_eq!(backward, expected);
+            assert_eq!(collect_backward(&mut iterator), expected);
             for _ in 0..200 {
                 let target = internal_key(
                     &rng.gen::<u64>().to_be_bytes(),
