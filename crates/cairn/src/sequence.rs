@@ -35,6 +35,9 @@ pub const RING_SLOTS: usize = 1 << 14;
 pub struct Watermark {
     watermark: AtomicU64,
     slots: Box<[AtomicU64]>,
+    /// `slots.len() - 1` when the ring size is a power of two (always, outside tests): the
+    /// slot index is then a mask instead of a 64-bit division on every `finish`.
+    index_mask: Option<u64>,
 }
 
 impl std::fmt::Debug for Watermark {
@@ -54,9 +57,11 @@ impl Watermark {
 
     /// A watermark with a custom ring size (tests use tiny rings).
     pub fn with_slots(start: u64, slots: usize) -> Self {
+        let length = slots.max(2);
         Watermark {
             watermark: AtomicU64::new(start),
-            slots: (0..slots.max(2)).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..length).map(|_| AtomicU64::new(0)).collect(),
+            index_mask: length.is_power_of_two().then_some(length as u64 - 1),
         }
     }
 
@@ -68,8 +73,11 @@ impl Watermark {
 
     fn slot(&self, sequence: u64) -> Option<&AtomicU64> {
         let length = self.slots.len() as u64;
-        let mut index = sequence % length;
-        if length.is_power_of_two() && length >= 64 {
+        let mut index = match self.index_mask {
+            Some(mask) => sequence & mask,
+            None => sequence % length,
+        };
+        if self.index_mask.is_some() && length >= 64 {
             // Rotate the index left by 3 bits inside its width: consecutive sequences (which
             // concurrent writers finish at the same moment) land 8 slots = one cache line
             // apart instead of sharing a line. A rotation is a bijection, so invariant 2
@@ -245,7 +253,8 @@ mod tests {
 
     #[test]
     fn slot_mapping_is_a_bijection_that_spreads_neighbours() {
-        for length in [64usize, 1024, RING_SLOTS] {
+        // 100: not a power of two, so the index is a plain remainder (bijective, not spread).
+        for length in [64usize, 100, 1024, RING_SLOTS] {
             let watermark = Watermark::with_slots(0, length);
             let base = watermark.slots.as_ptr() as usize;
             let index = |sequence: u64| {
@@ -257,7 +266,7 @@ mod tests {
                 let slot = index(sequence);
                 assert!(!seen[slot], "slot {slot} used twice in one ring turn");
                 seen[slot] = true;
-                if sequence % 8 != 7 {
+                if sequence % 8 != 7 && length.is_power_of_two() {
                     // Neighbours inside one aligned group of eight are a cache line apart.
                     assert!(index(sequence + 1).abs_diff(slot) >= 8);
                 }
