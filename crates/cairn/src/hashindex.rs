@@ -1171,7 +1171,7 @@ impl HashIndex {
         }
     }
 
-    /// Grows the table of the partition holding `hash` to about [`GROW_TO_LOAD`] (unless
+    /// Grows the table of the partition holding `hash` to about `GROW_TO_LOAD` (unless
     /// someone already made room for the key since the caller's insert failed). `hasher` must
     /// return the key hash of the object at a location. Fails only when the partition reached
     /// its size limit or memory for the new table could not be mapped.
@@ -1206,8 +1206,8 @@ impl HashIndex {
         self.resize(partition, &mut retired, guard, epochs, target, &mut hasher)
     }
 
-    /// Shrinks the table of the partition holding `hash` to about [`SHRINK_TO_LOAD`] when deletes
-    /// left it under [`SHRINK_BELOW_LOAD`] (and it is larger than its initial size). Does nothing
+    /// Shrinks the table of the partition holding `hash` to about `SHRINK_TO_LOAD` when deletes
+    /// left it under `SHRINK_BELOW_LOAD` (and it is larger than its initial size). Does nothing
     /// if another thread is resizing that partition. Call it pinned but without bucket locks.
     pub fn shrink_if_sparse(
         &self,
