@@ -526,6 +526,10 @@ fn run(args: Args) -> Result<()> {
         report.machine.load_average_start, report.machine.load_average_end
     );
     print!("{}", report::table(&report));
+    print!(
+        "{}",
+        report::paired_ratios(&report.results, &report.engines, &report.threads)
+    );
 
     std::fs::create_dir_all(&args.out).context(format!("creating {}", args.out.display()))?;
     let json_path = args

@@ -308,6 +308,91 @@ pub fn table(report: &Report) -> String {
     out
 }
 
+/// Median over repetitions of `numerator[r] / denominator[r]` (None without a usable pair).
+/// The two runs of one repetition are close in time, so a machine that drifts between
+/// repetitions (other work, writeback, thermal limits) moves both and the ratio less.
+fn paired_median(numerator: &[Measurement], denominator: &[Measurement]) -> Option<f64> {
+    let ratios: Vec<f64> = numerator
+        .iter()
+        .zip(denominator)
+        .filter(|(_, below)| below.ops_per_sec > 0.0)
+        .map(|(above, below)| above.ops_per_sec / below.ops_per_sec)
+        .collect();
+    (!ratios.is_empty()).then(|| Stat::of(ratios).median)
+}
+
+/// Paired ratios: each engine's throughput at each thread count over the previous thread
+/// count (scaling), and each engine over the first engine, each as the median of the
+/// per-repetition ratios. Empty when no pair of cells has runs to compare.
+pub fn paired_ratios(results: &[ResultEntry], engines: &[String], threads: &[usize]) -> String {
+    let find = |benchmark: &str, thread_count: usize, engine: &str| {
+        results
+            .iter()
+            .find(|entry| {
+                entry.benchmark == benchmark
+                    && entry.threads == thread_count
+                    && entry.engine == engine
+                    && !entry.unsupported
+            })
+            .map(|entry| entry.runs.as_slice())
+    };
+    let mut benchmarks: Vec<&str> = Vec::new();
+    for entry in results {
+        if !benchmarks.contains(&entry.benchmark.as_str()) {
+            benchmarks.push(&entry.benchmark);
+        }
+    }
+    let mut out = String::new();
+    if threads.len() >= 2 {
+        for benchmark in &benchmarks {
+            for engine in engines {
+                let mut parts = Vec::new();
+                for pair in threads.windows(2) {
+                    let [lower, upper] = pair else { continue };
+                    let ratio = find(benchmark, *upper, engine)
+                        .zip(find(benchmark, *lower, engine))
+                        .and_then(|(above, below)| paired_median(above, below));
+                    if let Some(ratio) = ratio {
+                        parts.push(format!("{upper}/{lower} threads {ratio:.2}x"));
+                    }
+                }
+                if !parts.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "  scaling  {benchmark:<17} {engine:<14} {}",
+                        parts.join("  ")
+                    );
+                }
+            }
+        }
+    }
+    if let Some(first) = engines.first() {
+        for benchmark in &benchmarks {
+            for &thread_count in threads {
+                for engine in engines.iter().skip(1) {
+                    let ratio = find(benchmark, thread_count, engine)
+                        .zip(find(benchmark, thread_count, first))
+                        .and_then(|(above, below)| paired_median(above, below));
+                    if let Some(ratio) = ratio {
+                        let _ = writeln!(
+                            out,
+                            "  engines  {benchmark:<17} {thread_count:>3} thr  {engine} / {first} = {ratio:.2}  ({first} / {engine} = {:.2}x)",
+                            1.0 / ratio
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return out;
+    }
+    format!(
+        "paired ratios: median over repetitions of each repetition's own ratio (less sensitive \
+         to drift between repetitions than the ratio of medians)\n{out}"
+    )
+}
+
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_now() -> String {
     let seconds = std::time::SystemTime::now()
@@ -343,6 +428,69 @@ mod tests {
         assert_eq!((stat.median, stat.min, stat.max), (2.0, 1.0, 3.0));
         assert_eq!(Stat::of([1.0, 2.0, 3.0, 10.0]).median, 2.5);
         assert_eq!(Stat::of(std::iter::empty()).median, 0.0);
+    }
+
+    fn entry(benchmark: &str, threads: usize, engine: &str, ops: &[f64]) -> ResultEntry {
+        let runs: Vec<Measurement> = ops
+            .iter()
+            .map(|&ops_per_sec| Measurement {
+                ops_per_sec,
+                ..Measurement::default()
+            })
+            .collect();
+        ResultEntry {
+            benchmark: benchmark.to_string(),
+            threads,
+            engine: engine.to_string(),
+            unsupported: false,
+            note: None,
+            summary: Summary::of(&runs),
+            runs,
+            ratio_to_first: 0.0,
+            latency_cdf: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn paired_ratios_take_the_median_of_per_repetition_ratios() {
+        // Repetition 2 ran slow for every cell: the ratio of medians (300/150 = 2.0 for
+        // scaling) differs from the median of the per-repetition ratios (1.6, 2.0, 1.6).
+        let results = vec![
+            entry("fill", 1, "a", &[100.0, 50.0, 200.0]),
+            entry("fill", 2, "a", &[160.0, 100.0, 320.0]),
+            entry("fill", 1, "b", &[50.0, 25.0, 50.0]),
+            entry("fill", 2, "b", &[40.0, 50.0, 80.0]),
+        ];
+        let engines = vec!["a".to_string(), "b".to_string()];
+        let text = paired_ratios(&results, &engines, &[1, 2]);
+        assert!(
+            text.contains("scaling  fill              a              2/1 threads 1.60x"),
+            "{text}"
+        );
+        assert!(
+            text.contains("scaling  fill              b              2/1 threads 1.60x"),
+            "{text}"
+        );
+        // b / a at 1 thread: 0.5, 0.5, 0.25 -> 0.5; at 2 threads: 0.25, 0.5, 0.25 -> 0.25.
+        assert!(
+            text.contains("1 thr  b / a = 0.50  (a / b = 2.00x)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("2 thr  b / a = 0.25  (a / b = 4.00x)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn paired_ratios_skip_missing_cells_and_zero_denominators() {
+        let results = vec![
+            entry("fill", 1, "a", &[0.0, 0.0]),
+            entry("fill", 2, "a", &[10.0, 10.0]),
+        ];
+        let engines = vec!["a".to_string(), "b".to_string()];
+        let text = paired_ratios(&results, &engines, &[1, 2]);
+        assert_eq!(text, "", "nothing to pair, nothing printed");
     }
 
     #[test]
