@@ -372,7 +372,8 @@ pub fn paired_ratios(results: &[ResultEntry], engines: &[String], threads: &[usi
                 for engine in engines.iter().skip(1) {
                     let ratio = find(benchmark, thread_count, engine)
                         .zip(find(benchmark, thread_count, first))
-                        .and_then(|(above, below)| paired_median(above, below));
+                        .and_then(|(above, below)| paired_median(above, below))
+                        .filter(|ratio| *ratio > 0.0);
                     if let Some(ratio) = ratio {
                         let _ = writeln!(
                             out,

@@ -328,6 +328,38 @@ impl InternalIterator for VecIterator {
     }
 }
 
+/// Test helpers shared by the iterator tests of every module.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::InternalIterator;
+
+    /// Owned (key, value) pairs in iteration order.
+    pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// Every entry from the first, then the iterator's status.
+    pub(crate) fn collect_forward(iterator: &mut dyn InternalIterator) -> crate::Result<Entries> {
+        let mut entries = Vec::new();
+        iterator.seek_to_first();
+        while iterator.valid() {
+            entries.push((iterator.key().to_vec(), iterator.value().to_vec()));
+            iterator.next();
+        }
+        iterator.status().map(|()| entries)
+    }
+
+    /// Every entry from the last, reversed into ascending order, then the status.
+    pub(crate) fn collect_backward(iterator: &mut dyn InternalIterator) -> crate::Result<Entries> {
+        let mut entries = Vec::new();
+        iterator.seek_to_last();
+        while iterator.valid() {
+            entries.push((iterator.key().to_vec(), iterator.value().to_vec()));
+            iterator.prev();
+        }
+        entries.reverse();
+        iterator.status().map(|()| entries)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,20 +387,9 @@ mod tests {
             }
             all.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
             let mut merged = MergingIterator::new(children);
-            let mut forward = Vec::new();
-            merged.seek_to_first();
-            while merged.valid() {
-                forward.push((merged.key().to_vec(), merged.value().to_vec()));
-                merged.next();
-            }
+            let forward = test_support::collect_forward(&mut merged).unwrap();
             assert_eq!(forward, all, "round {round}");
-            let mut backward = Vec::new();
-            merged.seek_to_last();
-            while merged.valid() {
-                backward.push((merged.key().to_vec(), merged.value().to_vec()));
-                merged.prev();
-            }
-            backward.reverse();
+            let backward = test_support::collect_backward(&mut merged).unwrap();
             assert_eq!(backward, all, "round {round}");
             // Random walks that switch direction agree with the sorted vector.
             if all.is_empty() {

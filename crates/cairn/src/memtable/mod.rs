@@ -893,6 +893,7 @@ impl InternalIterator for MemtableIterator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iter::test_support::{collect_backward, collect_forward};
     use crate::key::{compare_internal_keys, internal_key};
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
@@ -941,8 +942,8 @@ mod tests {
             })
             .collect();
         let mut iterator = memtable.iter();
-        assert_eq!(collect_forward(&mut iterator), expected);
-        assert_eq!(collect_backward(&mut iterator), expected);
+        assert_eq!(collect_forward(&mut iterator).unwrap(), expected);
+        assert_eq!(collect_backward(&mut iterator).unwrap(), expected);
         for _ in 0..2000 {
             let user = format!("k{}", rng.gen_range(0..300)).into_bytes();
             let snapshot = rng.gen_range(0..5200);
@@ -1151,29 +1152,6 @@ mod tests {
         assert_eq!(actual, expected);
     }
 
-    /// Every entry of `iterator` from the first, as owned pairs.
-    fn collect_forward(iterator: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut entries = Vec::new();
-        iterator.seek_to_first();
-        while iterator.valid() {
-            entries.push((iterator.key().to_vec(), iterator.value().to_vec()));
-            iterator.next();
-        }
-        entries
-    }
-
-    /// Every entry of `iterator` from the last, reversed into ascending order.
-    fn collect_backward(iterator: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut entries = Vec::new();
-        iterator.seek_to_last();
-        while iterator.valid() {
-            entries.push((iterator.key().to_vec(), iterator.value().to_vec()));
-            iterator.prev();
-        }
-        entries.reverse();
-        entries
-    }
-
     #[test]
     fn sorted_nodes_match_the_level_zero_walk_at_every_size() {
         let mut rng = SmallRng::seed_from_u64(17);
@@ -1189,19 +1167,23 @@ mod tests {
                 };
                 memtable.insert(&user, sequence, ValueKind::Put, &sequence.to_le_bytes());
             }
-            let expected = collect_forward(&mut memtable.iter());
+            let expected = collect_forward(&mut memtable.iter()).unwrap();
             assert_eq!(expected.len(), size);
             let sorted = Arc::new(memtable.sorted_nodes());
             assert_eq!(sorted.len(), size);
             assert_eq!(sorted.is_empty(), size == 0);
             let mut iterator = sorted.iter();
             assert!(!iterator.valid(), "a new cursor is not positioned");
-            assert_eq!(collect_forward(&mut iterator), expected, "size {size}");
+            assert_eq!(
+                collect_forward(&mut iterator).unwrap(),
+                expected,
+                "size {size}"
+            );
             let mut keys = Vec::new();
             sorted.for_each_key(|key| keys.push(key.to_vec()));
             let expected_keys: Vec<Vec<u8>> = expected.iter().map(|(key, _)| key.clone()).collect();
             assert_eq!(keys, expected_keys);
-            assert_eq!(collect_backward(&mut iterator), expected);
+            assert_eq!(collect_backward(&mut iterator).unwrap(), expected);
             for _ in 0..200 {
                 let target = internal_key(
                     &rng.gen::<u64>().to_be_bytes(),
@@ -1241,8 +1223,8 @@ mod tests {
         let sorted = Arc::new(memtable.sorted_nodes());
         assert_eq!(sorted.len(), 80_000);
         assert_eq!(
-            collect_forward(&mut sorted.iter()),
-            collect_forward(&mut memtable.iter())
+            collect_forward(&mut sorted.iter()).unwrap(),
+            collect_forward(&mut memtable.iter()).unwrap()
         );
     }
 }

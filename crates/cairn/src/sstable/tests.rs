@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+use crate::iter::test_support::{collect_backward, collect_forward, Entries};
 
 const WORDS: [&str; 8] = [
     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
@@ -95,27 +95,6 @@ fn open(
     verify: bool,
 ) -> crate::Result<Arc<Table>> {
     Table::open(fs.open_read(path)?, 7, cache, verify).map(Arc::new)
-}
-
-fn collect_forward(iter: &mut TableIterator) -> crate::Result<Entries> {
-    let mut out = Vec::new();
-    iter.seek_to_first();
-    while iter.valid() {
-        out.push((iter.key().to_vec(), iter.value().to_vec()));
-        iter.next();
-    }
-    iter.status().map(|()| out)
-}
-
-fn collect_backward(iter: &mut TableIterator) -> crate::Result<Entries> {
-    let mut out = Vec::new();
-    iter.seek_to_last();
-    while iter.valid() {
-        out.push((iter.key().to_vec(), iter.value().to_vec()));
-        iter.prev();
-    }
-    out.reverse();
-    iter.status().map(|()| out)
 }
 
 /// Versions per user key, newest first: an oracle for `get` independent of key encoding.
