@@ -703,7 +703,7 @@ fn create_wal_file(
 }
 
 fn new_memtable(options: &Options) -> Memtable {
-    Memtable::with_chunk_bytes((options.write_buffer_size_bytes / 8).clamp(4096, 1 << 20))
+    Memtable::with_capacity(options.write_buffer_size_bytes)
 }
 
 /// Parses a counter value (absent = 0).

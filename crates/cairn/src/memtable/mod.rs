@@ -1,10 +1,20 @@
-//! The memtable: a concurrent skiplist of internal keys (sLSM §2.2, cLSM §3.1).
+//! The memtable: a concurrent skiplist of user keys, each heading a chain of its versions, with
+//! a hash index over the keys (sLSM §2.2, cLSM §3.1, FloDB §3).
 //!
-//! Each node holds one internal key (user key ++ 8-byte trailer), its value and a vertical
-//! array ("tower") of next pointers, one per level it occupies, all carved from an
-//! [`arena::Arena`] in one allocation. A node's height comes from one random word: two bits
-//! per level (branching factor 4, as LevelDB), i.e. `1 + trailing_zeros(word) / 2`, capped at
-//! `MAX_HEIGHT` — O(1) instead of a coin-flipping loop.
+//! Each user key has one *key node* in the skiplist; its versions form a singly linked chain,
+//! newest first, hanging off the key node. The key node is itself one of the versions (the one
+//! whose insert created the key), so a key written once costs one node. A node holds its
+//! internal key (user key ++ 8-byte trailer), its value, the link to the next older version
+//! and, for a node allocated as a key node, the chain's head and a vertical array ("tower") of
+//! next pointers, one per level, all carved from an [`arena::Arena`] in one allocation. A
+//! node's height comes from one random word: two bits per level (branching factor 4, as
+//! LevelDB), i.e. `1 + trailing_zeros(word) / 2`, capped at `MAX_HEIGHT`.
+//!
+//! Why chains: a read-modify-write of a key already in the memtable reads the newest version
+//! and adds a newer one. With one skiplist node per version that is a skiplist search (a chain
+//! of dependent cache misses, the largest item in RMW profiles); with chains and the
+//! [`index::KeyIndex`] it is a hash probe, one key comparison and a compare-and-swap on the
+//! chain head.
 //!
 //! Thread-safety contract: `insert` may run on many threads at once and never blocks; `get`
 //! and iterators never block and never write shared memory. Nodes are never removed (a delete
@@ -12,20 +22,27 @@
 //! only after no reader can hold a reference (readers hold an `Arc<Memtable>`).
 //!
 //! Invariants:
-//! 1. At every level, the list is sorted by `compare_internal_keys` and holds no duplicates.
-//! 2. A node is fully initialised (key, value, height) before it is published; publication is
-//!    a release compare-and-swap, every traversal an acquire load, so a reader that reaches
-//!    a node sees its bytes.
-//! 3. A node is linked bottom-up: once it is reachable at level `l` it is reachable at every
-//!    level below, so a search that descends never misses it.
-//! 4. `max_height` only grows; levels above it hold only null pointers in the head.
+//! 1. At every level, the skiplist is sorted by user key and holds at most one node per user
+//!    key (the key node); every version of a user key is on its key node's chain.
+//! 2. A chain is sorted by trailer, descending (newest sequence first), without duplicates, and
+//!    never empty: a key node is published with its chain already holding itself.
+//! 3. A node is fully initialised (key, value, height, links) before it is published;
+//!    publication (skiplist link, chain link, index slot) is a release compare-and-swap, every
+//!    traversal an acquire load, so a reader that reaches a node sees its bytes.
+//! 4. A key node is linked bottom-up: once it is reachable at level `l` it is reachable at
+//!    every level below, so a search that descends never misses it.
+//! 5. Before an insert returns, its key node is in the index (or the index is saturated), so
+//!    a lookup for a key with a completed version finds its key node or is told to search.
+//! 6. `max_height` only grows; levels above it hold only null pointers in the head.
 
 pub mod arena;
+pub mod index;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, trailer, user_key, SequenceNumber, ValueKind, TRAILER_BYTES};
 use arena::Arena;
+use index::{KeyIndex, Lookup};
 use std::cell::Cell;
 use std::cmp::Ordering;
 use std::ptr;
@@ -35,22 +52,49 @@ use std::sync::Arc;
 /// A version found in a memtable: its sequence, kind and value.
 pub type Entry<'a> = (SequenceNumber, ValueKind, &'a [u8]);
 
-/// Highest tower (4^12 ≈ 16.7 M entries before the top level stops thinning out).
+/// Highest tower (4^12 ≈ 16.7 M keys before the top level stops thinning out).
 pub const MAX_HEIGHT: usize = 12;
 
-/// Bytes of the fixed node header: key length, value length, height, padding (u32 each).
-const NODE_HEADER_BYTES: usize = 16;
+/// Bytes of the fixed node header: key length, value length, height, padding (u32 each), then
+/// the link to the next older version.
+const NODE_HEADER_BYTES: usize = 24;
 
 /// Default arena chunk size.
 const CHUNK_BYTES_DEFAULT: usize = 1 << 20;
+
+/// Capacity a memtable is sized for when the caller does not say (the default write buffer).
+const CAPACITY_BYTES_DEFAULT: usize = 64 << 20;
+
+/// Index slots per byte of capacity: one per 64 bytes keeps the index under half full for
+/// nodes of ~130 bytes and more (16-byte keys, 100-byte values), and costs 1/8 of the capacity
+/// in (lazily supplied) memory. Smaller entries fill it sooner; past its probe limit the index
+/// saturates and lookups fall back to the skiplist.
+const CAPACITY_BYTES_PER_INDEX_SLOT: usize = 64;
+
+/// Index slots at most (128 MiB of slots).
+const INDEX_SLOTS_MAX: usize = 1 << 24;
 
 #[repr(C)]
 struct Node {
     key_length: u32,
     value_length: u32,
+    /// Tower levels; 0 for a node allocated only as a version.
     height: u32,
     _padding: u32,
-    // followed by `height` AtomicPtr<Node>, then key bytes, then value bytes
+    /// The next older version of the same user key (invariant 2).
+    older: AtomicPtr<Node>,
+    // if height > 0: the chain head (AtomicPtr<Node>), then `height` tower slots;
+    // then key bytes, then value bytes
+}
+
+/// Words of links after the header: the chain head and the tower, for a key node.
+#[inline]
+fn link_words(height: usize) -> usize {
+    if height == 0 {
+        0
+    } else {
+        height + 1
+    }
 }
 
 impl Node {
@@ -60,24 +104,47 @@ impl Node {
     /// `node` must point to a live, initialised node and `level < height`.
     #[inline]
     unsafe fn next(node: *const Node, level: usize) -> &'static AtomicPtr<Node> {
-        // SAFETY: the tower starts right after the 16-byte header, 8-aligned (arena
-        // alignment), and has `height` slots; the caller guarantees `level < height`. The
-        // 'static lifetime is a lie the callers keep honest: they never outlive the memtable.
+        // SAFETY: the tower starts one word after the header (after the chain head), 8-aligned
+        // (arena alignment), and has `height` slots; the caller guarantees `level < height`.
+        // The 'static lifetime is a lie the callers keep honest: they never outlive the
+        // memtable.
         unsafe {
-            let tower = (node as *const u8).add(NODE_HEADER_BYTES) as *const AtomicPtr<Node>;
+            let tower = (node as *const u8).add(NODE_HEADER_BYTES + 8) as *const AtomicPtr<Node>;
             &*tower.add(level)
         }
+    }
+
+    /// The head of the version chain of a key node.
+    ///
+    /// # Safety
+    /// `node` must point to a live, initialised node with `height > 0`.
+    #[inline]
+    unsafe fn versions(node: *const Node) -> &'static AtomicPtr<Node> {
+        // SAFETY: a node with a tower has the chain head right after the header.
+        unsafe { &*((node as *const u8).add(NODE_HEADER_BYTES) as *const AtomicPtr<Node>) }
+    }
+
+    /// The link to the next older version.
+    ///
+    /// # Safety
+    /// `node` must point to a live, initialised node.
+    #[inline]
+    unsafe fn older(node: *const Node) -> &'static AtomicPtr<Node> {
+        // SAFETY: a field of the header, which every node has.
+        unsafe { &(*node).older }
     }
 
     /// # Safety
     /// `node` must point to a live, initialised node.
     #[inline]
     unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
-        // SAFETY: the key follows the tower; its length was written before publication.
+        // SAFETY: the key follows the links; its length was written before publication.
         unsafe {
             let header = &*node;
-            let start = (node as *const u8)
-                .add(NODE_HEADER_BYTES + header.height as usize * std::mem::size_of::<usize>());
+            let start = (node as *const u8).add(
+                NODE_HEADER_BYTES
+                    + link_words(header.height as usize) * std::mem::size_of::<usize>(),
+            );
             std::slice::from_raw_parts(start, header.key_length as usize)
         }
     }
@@ -91,6 +158,37 @@ impl Node {
             let header = &*node;
             let key = Node::key(node);
             std::slice::from_raw_parts(key.as_ptr().add(key.len()), header.value_length as usize)
+        }
+    }
+
+    /// # Safety
+    /// `node` must point to a live, initialised node.
+    #[inline]
+    unsafe fn user_key<'a>(node: *const Node) -> &'a [u8] {
+        // SAFETY: as `key`.
+        user_key(unsafe { Node::key(node) })
+    }
+
+    /// # Safety
+    /// `node` must point to a live, initialised node.
+    #[inline]
+    unsafe fn trailer(node: *const Node) -> u64 {
+        // SAFETY: as `key`.
+        trailer(unsafe { Node::key(node) })
+    }
+
+    /// The last (oldest) version of a chain starting at `version`.
+    ///
+    /// # Safety
+    /// `version` must point to a live, initialised node.
+    unsafe fn oldest(mut version: *const Node) -> *const Node {
+        loop {
+            // SAFETY: the caller's node, then nodes reached through acquire loads of links.
+            let older = unsafe { Node::older(version).load(AtomicOrdering::Acquire) };
+            if older.is_null() {
+                return version;
+            }
+            version = older;
         }
     }
 }
@@ -142,7 +240,11 @@ pub struct Memtable {
     arena: Arena,
     head: *mut Node,
     max_height: AtomicUsize,
+    index: KeyIndex,
     entry_count: crate::sync::StripedCounter,
+    /// Tests widen the window between linking a new key node and publishing it in the index.
+    #[cfg(test)]
+    delay_publish: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -151,12 +253,13 @@ impl std::fmt::Debug for Memtable {
             .debug_struct("Memtable")
             .field("entries", &self.len())
             .field("bytes", &self.approximate_memory_bytes())
+            .field("index", &self.index)
             .finish()
     }
 }
 
-// SAFETY: all shared mutable state is reached through atomics (towers, counters) and the
-// arena, which is Send + Sync; node bytes are immutable after publication (invariant 2).
+// SAFETY: all shared mutable state is reached through atomics (links, index slots, counters)
+// and the arena, which is Send + Sync; node bytes are immutable after publication (invariant 3).
 unsafe impl Send for Memtable {}
 // SAFETY: as above.
 unsafe impl Sync for Memtable {}
@@ -167,84 +270,90 @@ impl Default for Memtable {
     }
 }
 
-/// How a search compares a node with its target.
-trait Target {
-    /// Ordering of `node_key` relative to the target.
-    fn compare(&self, node_key: &[u8]) -> Ordering;
-}
-
-/// An internal key given as its parts, so lookups need not build it.
-struct Parts<'a> {
-    user_key: &'a [u8],
-    trailer: u64,
-}
-
-impl Target for Parts<'_> {
-    #[inline]
-    fn compare(&self, node_key: &[u8]) -> Ordering {
-        match crate::key::compare_user_keys(user_key(node_key), self.user_key) {
-            Ordering::Equal => self.trailer.cmp(&trailer(node_key)),
-            other => other,
-        }
-    }
-}
-
-/// An encoded internal key.
-struct Encoded<'a>(&'a [u8]);
-
-impl Target for Encoded<'_> {
-    #[inline]
-    fn compare(&self, node_key: &[u8]) -> Ordering {
-        crate::key::compare_internal_keys(node_key, self.0)
-    }
+/// Where a search for a key node ended.
+enum Search {
+    /// The key node of the user key.
+    Found(*const Node),
+    /// No key node: at each level, the last node before the key and the first after it.
+    Absent {
+        before: [*const Node; MAX_HEIGHT],
+        after: [*const Node; MAX_HEIGHT],
+    },
 }
 
 impl Memtable {
-    /// An empty memtable with the default arena chunk size.
+    /// An empty memtable sized for the default write buffer (64 MiB).
     pub fn new() -> Memtable {
         Self::with_chunk_bytes(CHUNK_BYTES_DEFAULT)
     }
 
-    /// An empty memtable whose arena carves chunks of `chunk_bytes` (small memtables use
-    /// small chunks so they do not hold a megabyte each).
+    /// An empty memtable whose arena carves chunks of `chunk_bytes`, with an index sized for
+    /// the default write buffer.
     pub fn with_chunk_bytes(chunk_bytes: usize) -> Memtable {
+        Self::with_sizes(
+            chunk_bytes,
+            CAPACITY_BYTES_DEFAULT / CAPACITY_BYTES_PER_INDEX_SLOT,
+        )
+    }
+
+    /// An empty memtable meant to hold about `capacity_bytes` of nodes: arena chunks of an
+    /// eighth of it (4 KiB to 1 MiB, so small memtables do not hold a megabyte each) and an
+    /// index of one slot per `CAPACITY_BYTES_PER_INDEX_SLOT` bytes.
+    pub fn with_capacity(capacity_bytes: usize) -> Memtable {
+        Self::with_sizes(
+            (capacity_bytes / 8).clamp(4096, CHUNK_BYTES_DEFAULT),
+            (capacity_bytes / CAPACITY_BYTES_PER_INDEX_SLOT).min(INDEX_SLOTS_MAX),
+        )
+    }
+
+    /// An empty memtable with explicit arena chunk size and index slot count (rounded up to a
+    /// power of two, at least 8).
+    pub fn with_sizes(chunk_bytes: usize, index_slots: usize) -> Memtable {
         let arena = Arena::new(chunk_bytes);
         let head = Self::allocate_node(&arena, MAX_HEIGHT, [&[], &[]], &[]);
         Memtable {
             arena,
             head,
             max_height: AtomicUsize::new(1),
+            index: KeyIndex::new(index_slots.min(INDEX_SLOTS_MAX)),
             entry_count: crate::sync::StripedCounter::default(),
+            #[cfg(test)]
+            delay_publish: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// Allocates and initialises an unpublished node holding `key_parts` concatenated (the
-    /// user key and the trailer, written in place so an insert allocates nothing else).
+    /// user key and the trailer, written in place so an insert allocates nothing else). A node
+    /// with a tower starts as the only version of its own chain.
     fn allocate_node(
         arena: &Arena,
         height: usize,
         key_parts: [&[u8]; 2],
         value: &[u8],
     ) -> *mut Node {
-        debug_assert!((1..=MAX_HEIGHT).contains(&height));
+        debug_assert!(height <= MAX_HEIGHT);
         let key_length = key_parts[0].len() + key_parts[1].len();
-        let tower_bytes = height * std::mem::size_of::<usize>();
-        let size = NODE_HEADER_BYTES + tower_bytes + key_length + value.len();
+        let links_bytes = link_words(height) * std::mem::size_of::<usize>();
+        let size = NODE_HEADER_BYTES + links_bytes + key_length + value.len();
         let node = arena.allocate(size) as *mut Node;
         // SAFETY: `node` points to `size` fresh bytes, 8-aligned (arena invariant 1): room
-        // for the header, the tower and both byte strings. Nothing else sees it yet.
+        // for the header, the links and both byte strings. Nothing else sees it yet.
         unsafe {
             node.write(Node {
                 key_length: key_length as u32,
                 value_length: value.len() as u32,
                 height: height as u32,
                 _padding: 0,
+                older: AtomicPtr::new(ptr::null_mut()),
             });
-            for level in 0..height {
-                let slot = (node as *mut u8).add(NODE_HEADER_BYTES) as *mut AtomicPtr<Node>;
-                slot.add(level).write(AtomicPtr::new(ptr::null_mut()));
+            let links = (node as *mut u8).add(NODE_HEADER_BYTES) as *mut AtomicPtr<Node>;
+            if height > 0 {
+                links.write(AtomicPtr::new(node));
             }
-            let mut cursor = (node as *mut u8).add(NODE_HEADER_BYTES + tower_bytes);
+            for level in 0..height {
+                links.add(1 + level).write(AtomicPtr::new(ptr::null_mut()));
+            }
+            let mut cursor = (node as *mut u8).add(NODE_HEADER_BYTES + links_bytes);
             for part in key_parts.iter().chain(std::iter::once(&value)) {
                 ptr::copy_nonoverlapping(part.as_ptr(), cursor, part.len());
                 cursor = cursor.add(part.len());
@@ -259,10 +368,10 @@ impl Memtable {
         self.insert_hinted(None, user_key, sequence, kind, value);
     }
 
-    /// `insert`, starting each level's search at `hint` (from [`Memtable::get_entry_hinted`]
-    /// on this memtable for the same user key) instead of at the head: a read-modify-write
-    /// then walks the skiplist once instead of twice. A hint from another memtable or for
-    /// another key is ignored (the search starts at the head), never trusted.
+    /// `insert`, using what [`Memtable::get_entry_hinted`] on this memtable found for the same
+    /// user key: the key node (the version joins its chain, no search at all) or, when the
+    /// index could not answer, the search path (the skiplist search starts there). A hint from
+    /// another memtable or for another key is ignored, never trusted.
     pub fn insert_hinted(
         &self,
         hint: Option<&InsertHint<'_>>,
@@ -273,11 +382,101 @@ impl Memtable {
     ) {
         debug_assert!(user_key.len() <= crate::key::KEY_BYTES_MAX);
         debug_assert!(value.len() <= crate::key::VALUE_BYTES_MAX);
+        let trailer_bytes: [u8; TRAILER_BYTES] =
+            crate::key::pack_trailer(sequence, kind).to_le_bytes();
+        let hint = hint.filter(|hint| ptr::eq(hint.memtable, self) && hint.user_key == user_key);
+        let hash = index::hash(user_key);
+        let known = match hint.map(|hint| hint.key_node) {
+            Some(key_node) if !key_node.is_null() => Some(key_node),
+            _ => match self.lookup(user_key, hash) {
+                Lookup::Found(address) => Some(address as *const Node),
+                Lookup::Absent | Lookup::Unknown => None,
+            },
+        };
+        if let Some(key_node) = known {
+            let version = Self::allocate_node(&self.arena, 0, [user_key, &trailer_bytes], value);
+            self.link_version(key_node, version);
+            self.entry_count.add(1);
+            return;
+        }
         let height = random_height();
-        let trailer = crate::key::pack_trailer(sequence, kind);
-        let trailer_bytes: [u8; TRAILER_BYTES] = trailer.to_le_bytes();
         let node = Self::allocate_node(&self.arena, height, [user_key, &trailer_bytes], value);
+        let path = hint.and_then(|hint| hint.path.as_ref());
+        let key_node = match self.link_key_node(node, user_key, height, path) {
+            None => {
+                #[cfg(test)]
+                if self.delay_publish.load(AtomicOrdering::Relaxed) {
+                    for _ in 0..20 {
+                        std::thread::yield_now();
+                    }
+                }
+                node as *const Node
+            }
+            Some(existing) => {
+                // Another insert created the key first: ours is just a version (its tower
+                // stays unused) and the key node may not be in the index yet — its creator
+                // can still be on its way there, while our write completes now (invariant 5).
+                self.link_version(existing, node);
+                existing
+            }
+        };
+        self.index.publish(hash, key_node as usize);
+        self.entry_count.add(1);
+    }
 
+    /// Looks the key node of `user_key` up in the index.
+    #[inline]
+    fn lookup(&self, user_key: &[u8], hash: u64) -> Lookup {
+        self.index.find(hash, |address| {
+            // SAFETY: the index holds only published key nodes of this memtable (invariant 3).
+            unsafe { Node::user_key(address as *const Node) == user_key }
+        })
+    }
+
+    /// Adds `version` to `key_node`'s chain at its place by trailer (invariant 2).
+    fn link_version(&self, key_node: *const Node, version: *mut Node) {
+        // SAFETY: `version` is ours and initialised; `key_node` is a published key node (it
+        // has a chain head) and every node reached is published and alive as long as `self`.
+        unsafe {
+            let ours = Node::trailer(version);
+            debug_assert_eq!(Node::user_key(version), Node::user_key(key_node));
+            let mut link = Node::versions(key_node);
+            let mut current = link.load(AtomicOrdering::Acquire);
+            loop {
+                while !current.is_null() && Node::trailer(current) > ours {
+                    link = Node::older(current);
+                    current = link.load(AtomicOrdering::Acquire);
+                }
+                debug_assert!(
+                    current.is_null() || Node::trailer(current) < ours,
+                    "duplicate internal key inserted"
+                );
+                Node::older(version).store(current, AtomicOrdering::Relaxed);
+                match link.compare_exchange(
+                    current,
+                    version,
+                    AtomicOrdering::Release,
+                    AtomicOrdering::Acquire,
+                ) {
+                    Ok(_) => return,
+                    // A newer version was linked here meanwhile: continue from this link, which
+                    // still precedes ours (nothing is ever unlinked).
+                    Err(actual) => current = actual,
+                }
+            }
+        }
+    }
+
+    /// Links the fresh key node `node` (of `height` levels) into the skiplist, starting the
+    /// search from `path` if given. Returns the existing key node instead if the user key
+    /// already has one (then `node` is not linked anywhere).
+    fn link_key_node(
+        &self,
+        node: *mut Node,
+        user_key: &[u8],
+        height: usize,
+        path: Option<&[*const Node; MAX_HEIGHT]>,
+    ) -> Option<*const Node> {
         let mut max_height = self.max_height.load(AtomicOrdering::Relaxed);
         while height > max_height {
             match self.max_height.compare_exchange_weak(
@@ -290,38 +489,31 @@ impl Memtable {
                 Err(actual) => max_height = actual,
             }
         }
-        let target = Parts { user_key, trailer };
-        // The splice: for each level, the last node before the key and the first after it.
-        let mut before = [self.head as *const Node; MAX_HEIGHT];
-        let mut after = [ptr::null::<Node>(); MAX_HEIGHT];
-        let hint = hint.filter(|hint| ptr::eq(hint.memtable, self) && hint.user_key == user_key);
-        match hint {
-            Some(hint) => {
-                // Each hinted node precedes every version of the key (it was before the
-                // smallest possible internal key of it) and stays before it forever (nodes
-                // are never removed), so it is a valid start at its level; only nodes
-                // inserted since the read lie between it and the splice.
+        let (mut before, mut after) = match path {
+            Some(path) => {
+                // Each path node precedes the key (nodes are never removed, so it stays
+                // before it), so it is a valid start at its level; only nodes inserted since
+                // the read lie between it and the splice.
+                let mut before = [self.head as *const Node; MAX_HEIGHT];
+                let mut after = [ptr::null::<Node>(); MAX_HEIGHT];
                 for level in (0..height).rev() {
-                    let (found_before, found_after) =
-                        self.find_splice(&target, hint.before[level], level, ptr::null());
+                    let start = path.get(level).copied().unwrap_or(self.head);
+                    let (found_before, found_after, equal) =
+                        self.find_splice(user_key, start, level, ptr::null());
+                    if equal {
+                        return Some(found_after);
+                    }
                     before[level] = found_before;
                     after[level] = found_after;
                 }
+                (before, after)
             }
-            None => {
-                let mut start = self.head as *const Node;
-                let mut known_not_before = ptr::null::<Node>();
-                for level in (0..max_height.max(height)).rev() {
-                    let (found_before, found_after) =
-                        self.find_splice(&target, start, level, known_not_before);
-                    before[level] = found_before;
-                    after[level] = found_after;
-                    start = found_before;
-                    known_not_before = found_after;
-                }
-            }
-        }
-        // Link bottom-up (invariant 3).
+            None => match self.search(user_key, max_height.max(height)) {
+                Search::Found(existing) => return Some(existing),
+                Search::Absent { before, after } => (before, after),
+            },
+        };
+        // Link bottom-up (invariant 4). Level 0 decides: once linked there the key is ours.
         for level in 0..height {
             loop {
                 // SAFETY: `node` is ours and has `height` levels; `before[level]` is the head
@@ -343,61 +535,77 @@ impl Memtable {
                 }
                 // Another insert changed this level between the search and the CAS: search
                 // again from the node we had, which still precedes the key.
-                let (found_before, found_after) =
-                    self.find_splice(&target, before[level], level, ptr::null());
+                let (found_before, found_after, equal) =
+                    self.find_splice(user_key, before[level], level, ptr::null());
+                if equal {
+                    // Only possible before our level-0 link: above it the key is ours.
+                    debug_assert_eq!(level, 0);
+                    return Some(found_after);
+                }
                 before[level] = found_before;
                 after[level] = found_after;
             }
         }
-        self.entry_count.add(1);
+        None
     }
 
-    /// At `level`, starting from `start` (which precedes the target), the last node before
-    /// the target and the first node at or after it (null at the end). `known_not_before` is
-    /// a node already known to be at or after the target (the level above's answer, or
-    /// null): reaching it ends the walk without comparing keys again.
+    /// Top-down search for the key node of `user_key` from `height` levels: the node, or the
+    /// splice where it would go.
+    fn search(&self, user_key: &[u8], height: usize) -> Search {
+        let mut before = [self.head as *const Node; MAX_HEIGHT];
+        let mut after = [ptr::null::<Node>(); MAX_HEIGHT];
+        let mut start = self.head as *const Node;
+        let mut known_not_before = ptr::null::<Node>();
+        for level in (0..height.min(MAX_HEIGHT)).rev() {
+            let (found_before, found_after, equal) =
+                self.find_splice(user_key, start, level, known_not_before);
+            if equal {
+                return Search::Found(found_after);
+            }
+            before[level] = found_before;
+            after[level] = found_after;
+            start = found_before;
+            known_not_before = found_after;
+        }
+        Search::Absent { before, after }
+    }
+
+    /// At `level`, starting from `start` (which precedes the key), the last node before the
+    /// key, the first node at or after it (null at the end), and whether that node is the
+    /// key's. `known_not_before` is a node already known to be after the key (the level
+    /// above's answer, or null): reaching it ends the walk without comparing keys again.
     #[inline]
-    fn find_splice<T: Target>(
+    fn find_splice(
         &self,
-        target: &T,
+        user_key: &[u8],
         start: *const Node,
         level: usize,
         known_not_before: *const Node,
-    ) -> (*const Node, *const Node) {
+    ) -> (*const Node, *const Node, bool) {
         let mut current = start;
         loop {
             // SAFETY: `current` is the head or a node reached at this level, so its tower has
             // a slot for `level`; published nodes stay alive as long as `self`.
             let next = unsafe { Node::next(current, level).load(AtomicOrdering::Acquire) };
-            if next.is_null()
-                || ptr::eq(next, known_not_before)
-                // SAFETY: non-null `next` is a published node (invariant 2).
-                || target.compare(unsafe { Node::key(next) }) != Ordering::Less
-            {
-                debug_assert!(
-                    next.is_null()
-                        // SAFETY: as above.
-                        || target.compare(unsafe { Node::key(next) }) == Ordering::Greater,
-                    "duplicate internal key inserted, or a stale known_not_before"
-                );
-                return (current, next);
+            if next.is_null() || ptr::eq(next, known_not_before) {
+                return (current, next, false);
             }
-            current = next;
+            // SAFETY: non-null `next` is a published node (invariant 3).
+            match crate::key::compare_user_keys(unsafe { Node::user_key(next) }, user_key) {
+                Ordering::Less => current = next,
+                Ordering::Equal => return (current, next, true),
+                Ordering::Greater => return (current, next, false),
+            }
         }
     }
 
-    /// The first node whose key is `>= target`, or null. If `path` is given, it receives at
-    /// each level the last node before the target (the head above the search's height).
+    /// The first key node whose user key is `>= user_key`, or null.
     #[inline]
-    fn find_greater_or_equal<T: Target>(
-        &self,
-        target: &T,
-        mut path: Option<&mut [*const Node; MAX_HEIGHT]>,
-    ) -> *const Node {
+    fn find_greater_or_equal(&self, user_key: &[u8]) -> *const Node {
         let mut current = self.head as *const Node;
         let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
-        // The node that ended the walk on the level above: at or after the target, so when
-        // the lower level leads to it again (the common case) no key comparison is needed.
+        // The node that ended the walk on the level above: at or after the key, so when the
+        // lower level leads to it again (the common case) no key comparison is needed.
         let mut known_not_before = ptr::null::<Node>();
         loop {
             // SAFETY: as in `find_splice`.
@@ -415,15 +623,11 @@ impl Memtable {
             let advance = !next.is_null()
                 && !ptr::eq(next, known_not_before)
                 // SAFETY: non-null `next` is a published node.
-                && target.compare(unsafe { Node::key(next) }) == Ordering::Less;
+                && crate::key::compare_user_keys(unsafe { Node::user_key(next) }, user_key)
+                    == Ordering::Less;
             if advance {
                 current = next;
                 continue;
-            }
-            if let Some(path) = path.as_deref_mut() {
-                if let Some(slot) = path.get_mut(level) {
-                    *slot = current;
-                }
             }
             if level == 0 {
                 return next;
@@ -433,18 +637,19 @@ impl Memtable {
         }
     }
 
-    /// The last node whose key is `< target` (or, with no target, the last node), or null if
-    /// that would be the head.
-    fn find_less_than(&self, target: Option<&dyn Target>) -> *const Node {
+    /// The last key node whose user key is `< user_key` (or, with none, the last key node),
+    /// or null if that would be the head.
+    fn find_less_than(&self, user_key: Option<&[u8]>) -> *const Node {
         let mut current = self.head as *const Node;
         let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
         loop {
             // SAFETY: as in `find_splice`.
             let next = unsafe { Node::next(current, level).load(AtomicOrdering::Acquire) };
             let advance = !next.is_null()
-                && target.is_none_or(|target| {
+                && user_key.is_none_or(|user_key| {
                     // SAFETY: non-null `next` is a published node.
-                    target.compare(unsafe { Node::key(next) }) == Ordering::Less
+                    crate::key::compare_user_keys(unsafe { Node::user_key(next) }, user_key)
+                        == Ordering::Less
                 });
             if advance {
                 current = next;
@@ -460,6 +665,38 @@ impl Memtable {
         }
     }
 
+    /// The key node of `user_key`, or null: through the index, or the skiplist when the index
+    /// cannot answer.
+    #[inline]
+    fn key_node(&self, user_key: &[u8]) -> *const Node {
+        match self.lookup(user_key, index::hash(user_key)) {
+            Lookup::Found(address) => address as *const Node,
+            Lookup::Absent => ptr::null(),
+            Lookup::Unknown => {
+                let node = self.find_greater_or_equal(user_key);
+                // SAFETY: a non-null result is a published key node.
+                if !node.is_null() && unsafe { Node::user_key(node) } == user_key {
+                    node
+                } else {
+                    ptr::null()
+                }
+            }
+        }
+    }
+
+    /// The newest version on `key_node`'s chain whose trailer is `<= trailer`, or null.
+    #[inline]
+    fn version_at_or_below(key_node: *const Node, trailer: u64) -> *const Node {
+        // SAFETY: a published key node; chain nodes are published (invariant 3).
+        unsafe {
+            let mut version = Node::versions(key_node).load(AtomicOrdering::Acquire);
+            while !version.is_null() && Node::trailer(version) > trailer {
+                version = Node::older(version).load(AtomicOrdering::Acquire);
+            }
+            version
+        }
+    }
+
     /// The newest version of `user_key` with sequence `<= snapshot`: `Some((kind, value))`,
     /// or `None` if there is none. Never allocates, never blocks.
     pub fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<(ValueKind, &[u8])> {
@@ -470,51 +707,60 @@ impl Memtable {
     /// Like `get`, also returning the version's sequence number (read-modify-write compares
     /// versions to detect conflicts).
     pub fn get_entry(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Entry<'_>> {
-        let target = Parts {
-            user_key,
-            trailer: crate::key::pack_trailer(snapshot, ValueKind::SEEK),
-        };
-        let node = self.find_greater_or_equal(&target, None);
-        self.entry_for(node, user_key)
+        let key_node = self.key_node(user_key);
+        if key_node.is_null() {
+            return None;
+        }
+        let trailer = crate::key::pack_trailer(snapshot, ValueKind::SEEK);
+        self.entry(Self::version_at_or_below(key_node, trailer))
     }
 
     /// The newest version of `user_key` (any sequence), and a hint that lets
-    /// [`Memtable::insert_hinted`] add a newer version of the same key without searching
-    /// from the head again.
+    /// [`Memtable::insert_hinted`] add a newer version of the same key without looking it up
+    /// again.
     pub fn get_entry_hinted<'a>(
         &'a self,
         user_key: &'a [u8],
     ) -> (Option<Entry<'a>>, InsertHint<'a>) {
-        // The smallest internal key of `user_key`: every node before it precedes every
-        // version of the key, whatever its sequence.
-        let target = Parts {
-            user_key,
-            trailer: crate::key::pack_trailer(crate::key::SEQUENCE_MAX, ValueKind::SEEK),
+        let (key_node, path) = match self.lookup(user_key, index::hash(user_key)) {
+            Lookup::Found(address) => (address as *const Node, None),
+            Lookup::Absent => (ptr::null(), None),
+            Lookup::Unknown => {
+                let height = self.max_height.load(AtomicOrdering::Relaxed);
+                match self.search(user_key, height) {
+                    Search::Found(node) => (node, None),
+                    Search::Absent { before, .. } => (ptr::null(), Some(before)),
+                }
+            }
         };
-        let mut before = [self.head as *const Node; MAX_HEIGHT];
-        let node = self.find_greater_or_equal(&target, Some(&mut before));
+        let entry = if key_node.is_null() {
+            None
+        } else {
+            // SAFETY: a published key node.
+            self.entry(unsafe { Node::versions(key_node).load(AtomicOrdering::Acquire) })
+        };
         let hint = InsertHint {
             memtable: self,
             user_key,
-            before,
+            key_node,
+            path,
         };
-        (self.entry_for(node, user_key), hint)
+        (entry, hint)
     }
 
-    /// The entry at `node` if it is a version of `user_key`.
+    /// The entry of a version node (null: none).
     #[inline]
-    fn entry_for<'a>(&'a self, node: *const Node, user_key: &[u8]) -> Option<Entry<'a>> {
-        if node.is_null() {
+    fn entry(&self, version: *const Node) -> Option<Entry<'_>> {
+        if version.is_null() {
             return None;
         }
         // SAFETY: a published node, alive as long as `self` (the returned borrow).
-        let key = unsafe { Node::key(node) };
+        let key = unsafe { Node::key(version) };
         let parsed = parse_internal_key(key)?;
-        if parsed.user_key != user_key {
-            return None;
-        }
         // SAFETY: as above.
-        Some((parsed.sequence, parsed.kind, unsafe { Node::value(node) }))
+        Some((parsed.sequence, parsed.kind, unsafe {
+            Node::value(version)
+        }))
     }
 
     /// Bytes allocated for nodes, lagging the exact figure by a few KiB per arena lane
@@ -523,12 +769,23 @@ impl Memtable {
         self.arena.published_bytes()
     }
 
-    /// Exact arena bytes (reads every arena lane; for reports and tests).
+    /// Exact arena bytes (reads every arena lane; for reports and tests). The index's slots
+    /// are not included: see [`Memtable::index_memory_bytes`].
     pub fn memory_bytes(&self) -> usize {
         self.arena.allocated_bytes()
     }
 
-    /// Number of entries.
+    /// Bytes of the key index (allocated up front, supplied by the system as touched).
+    pub fn index_memory_bytes(&self) -> usize {
+        self.index.memory_bytes()
+    }
+
+    /// True if the key index overflowed and lookups search the skiplist (see [`index`]).
+    pub fn index_saturated(&self) -> bool {
+        self.index.is_saturated()
+    }
+
+    /// Number of entries (versions).
     pub fn len(&self) -> usize {
         self.entry_count.get() as usize
     }
@@ -542,18 +799,21 @@ impl Memtable {
     pub fn iter(self: &Arc<Self>) -> MemtableIterator {
         MemtableIterator {
             memtable: Arc::clone(self),
-            node: ptr::null(),
+            key_node: ptr::null(),
+            version: ptr::null(),
         }
     }
 
-    /// Every node in key order, gathered with `GATHER_CHAINS` independent walks in flight.
+    /// Every version in internal-key order, gathered with `GATHER_CHAINS` independent walks
+    /// in flight.
     ///
     /// Walking level 0 is a chain of dependent cache misses (nodes sit in the arena in
-    /// allocation order, not key order): one miss per entry, twice per flush (the Bloom
+    /// allocation order, not key order): one miss per key, twice per flush (the Bloom
     /// filter, then the table). Here the nodes of one upper level cut level 0 into segments
-    /// of about `4^GATHER_LEVEL` nodes, and the walks of many segments are interleaved, so
-    /// their misses overlap. The result is a snapshot: meant for a sealed, quiet memtable
-    /// (the flush checks `len` against the memtable's before it trusts one).
+    /// of about `4^GATHER_LEVEL` key nodes, and the walks of many segments are interleaved, so
+    /// their misses overlap; each key node's versions are appended as it is reached. The
+    /// result is a snapshot: meant for a sealed, quiet memtable (the flush checks `len`
+    /// against the memtable's before it trusts one).
     pub fn sorted_nodes(self: &Arc<Self>) -> SortedNodes {
         let expected = self.len();
         let level = self
@@ -562,7 +822,7 @@ impl Memtable {
             .min(GATHER_LEVEL + 1)
             - 1;
         // SAFETY: the head has MAX_HEIGHT levels; every node reached is published
-        // (invariant 2) and lives as long as `self`.
+        // (invariant 3) and lives as long as `self`.
         let first = unsafe { Node::next(self.head, 0).load(AtomicOrdering::Acquire) };
         let mut starts: Vec<*const Node> = Vec::new();
         if level > 0 {
@@ -575,7 +835,7 @@ impl Memtable {
             }
         }
         // Segment `i` runs from its begin (the first node, or `starts[i - 1]`) up to, not
-        // including, `starts[i]` (null for the last). Invariant 3: every start is on level
+        // including, `starts[i]` (null for the last). Invariant 4: every start is on level
         // 0 after the previous one, so each walk ends at its end.
         let segment_count = starts.len() + 1;
         let begin = |segment: usize| -> *const Node {
@@ -612,7 +872,15 @@ impl Memtable {
                     if output.capacity() == 0 {
                         output.reserve(segment_capacity);
                     }
-                    output.push(chain.node);
+                    // SAFETY: a published key node of this memtable; its chain's nodes are
+                    // published (invariant 3).
+                    unsafe {
+                        let mut version = Node::versions(chain.node).load(AtomicOrdering::Acquire);
+                        while !version.is_null() {
+                            output.push(version);
+                            version = Node::older(version).load(AtomicOrdering::Acquire);
+                        }
+                    }
                 }
                 // SAFETY: a published node of this memtable with at least one level.
                 let next = unsafe { Node::next(chain.node, 0).load(AtomicOrdering::Acquire) };
@@ -795,13 +1063,16 @@ impl InternalIterator for SortedNodesIterator {
     }
 }
 
-/// Where a key's next version goes, found by [`Memtable::get_entry_hinted`]: at each level,
-/// the last node before every version of the key. Borrowing the memtable keeps those nodes
-/// alive; an insert checks that the hint is its own memtable's and for its key before using it.
+/// What [`Memtable::get_entry_hinted`] found for a key, for the insert of its next version:
+/// the key node, or (when the index could not answer and the key has none) at each level the
+/// last node before the key. Borrowing the memtable keeps those nodes alive; an insert checks
+/// that the hint is its own memtable's and for its key before using it.
 pub struct InsertHint<'a> {
     memtable: &'a Memtable,
     user_key: &'a [u8],
-    before: [*const Node; MAX_HEIGHT],
+    /// The key node, or null.
+    key_node: *const Node,
+    path: Option<[*const Node; MAX_HEIGHT]>,
 }
 
 impl std::fmt::Debug for InsertHint<'_> {
@@ -809,80 +1080,161 @@ impl std::fmt::Debug for InsertHint<'_> {
         formatter
             .debug_struct("InsertHint")
             .field("user_key_bytes", &self.user_key.len())
+            .field("found", &!self.key_node.is_null())
+            .field("path", &self.path.is_some())
             .finish()
     }
 }
 
-/// A cursor over a memtable; sees entries inserted after it was created too (the skiplist is
-/// concurrent), which the database iterator filters by sequence number.
+/// A cursor over a memtable's versions in internal-key order; sees entries inserted after it
+/// was created too (the skiplist and the chains are concurrent), which the database iterator
+/// filters by sequence number.
 pub struct MemtableIterator {
     memtable: Arc<Memtable>,
-    node: *const Node,
+    /// The key node of the current position (null when not valid).
+    key_node: *const Node,
+    /// The current version, on `key_node`'s chain (null when not valid).
+    version: *const Node,
 }
 
 impl std::fmt::Debug for MemtableIterator {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("MemtableIterator")
-            .field("valid", &!self.node.is_null())
+            .field("valid", &!self.version.is_null())
             .finish()
     }
 }
 
-// SAFETY: the node pointer refers into the memtable the iterator keeps alive through its
-// `Arc`; node bytes are immutable and towers are atomics, so moving the cursor to another
+// SAFETY: the node pointers refer into the memtable the iterator keeps alive through its
+// `Arc`; node bytes are immutable and links are atomics, so moving the cursor to another
 // thread is sound.
 unsafe impl Send for MemtableIterator {}
 
+impl MemtableIterator {
+    /// Positions at the newest version of `key_node` (invalid if null).
+    fn at_newest(&mut self, key_node: *const Node) {
+        self.key_node = key_node;
+        self.version = if key_node.is_null() {
+            ptr::null()
+        } else {
+            // SAFETY: a published key node of the memtable this iterator keeps alive.
+            unsafe { Node::versions(key_node).load(AtomicOrdering::Acquire) }
+        };
+    }
+
+    /// Positions at the oldest version of `key_node` (invalid if null).
+    fn at_oldest(&mut self, key_node: *const Node) {
+        self.at_newest(key_node);
+        if !self.version.is_null() {
+            // SAFETY: a published node of the memtable this iterator keeps alive.
+            self.version = unsafe { Node::oldest(self.version) };
+        }
+    }
+
+    fn invalidate(&mut self) {
+        self.key_node = ptr::null();
+        self.version = ptr::null();
+    }
+}
+
 impl InternalIterator for MemtableIterator {
     fn valid(&self) -> bool {
-        !self.node.is_null()
+        !self.version.is_null()
     }
 
     fn seek_to_first(&mut self) {
         // SAFETY: the head has MAX_HEIGHT levels.
-        self.node = unsafe { Node::next(self.memtable.head, 0).load(AtomicOrdering::Acquire) };
+        let first = unsafe { Node::next(self.memtable.head, 0).load(AtomicOrdering::Acquire) };
+        self.at_newest(first);
     }
 
     fn seek_to_last(&mut self) {
-        self.node = self.memtable.find_less_than(None);
+        let last = self.memtable.find_less_than(None);
+        self.at_oldest(last);
     }
 
     fn seek(&mut self, target: &[u8]) {
-        self.node = self.memtable.find_greater_or_equal(&Encoded(target), None);
+        let target_user_key = user_key(target);
+        let key_node = self.memtable.find_greater_or_equal(target_user_key);
+        if key_node.is_null() {
+            self.invalidate();
+            return;
+        }
+        // SAFETY: a published key node of the memtable this iterator keeps alive.
+        if unsafe { Node::user_key(key_node) } == target_user_key {
+            let version = Memtable::version_at_or_below(key_node, trailer(target));
+            if !version.is_null() {
+                self.key_node = key_node;
+                self.version = version;
+                return;
+            }
+            // Every version of the target's key sorts before the target: the answer is the
+            // next key's newest.
+            // SAFETY: as above.
+            let next = unsafe { Node::next(key_node, 0).load(AtomicOrdering::Acquire) };
+            self.at_newest(next);
+            return;
+        }
+        self.at_newest(key_node);
     }
 
     fn next(&mut self) {
         debug_assert!(self.valid());
-        if !self.node.is_null() {
-            // SAFETY: a valid cursor points at a published node with at least one level.
-            self.node = unsafe { Node::next(self.node, 0).load(AtomicOrdering::Acquire) };
+        if self.version.is_null() {
+            return;
         }
+        // SAFETY: a valid cursor points at a published version on a published key node's
+        // chain.
+        let older = unsafe { Node::older(self.version).load(AtomicOrdering::Acquire) };
+        if !older.is_null() {
+            self.version = older;
+            return;
+        }
+        // SAFETY: as above.
+        let next = unsafe { Node::next(self.key_node, 0).load(AtomicOrdering::Acquire) };
+        self.at_newest(next);
     }
 
     fn prev(&mut self) {
         debug_assert!(self.valid());
-        if !self.node.is_null() {
-            // SAFETY: as above; the key stays valid while the memtable lives.
-            let key = unsafe { Node::key(self.node) };
-            self.node = self.memtable.find_less_than(Some(&Encoded(key)));
+        if self.version.is_null() {
+            return;
         }
+        // The chain links only towards older versions: find the one whose link is ours.
+        // SAFETY: as in `next`.
+        let mut newer = unsafe { Node::versions(self.key_node).load(AtomicOrdering::Acquire) };
+        let mut previous = ptr::null::<Node>();
+        while !newer.is_null() && !ptr::eq(newer, self.version) {
+            previous = newer;
+            // SAFETY: as above.
+            newer = unsafe { Node::older(newer).load(AtomicOrdering::Acquire) };
+        }
+        debug_assert!(!newer.is_null(), "the current version is on its chain");
+        if !previous.is_null() {
+            self.version = previous;
+            return;
+        }
+        // SAFETY: as above; the key stays valid while the memtable lives.
+        let current_user_key = unsafe { Node::user_key(self.key_node) };
+        let before = self.memtable.find_less_than(Some(current_user_key));
+        self.at_oldest(before);
     }
 
     fn key(&self) -> &[u8] {
-        if self.node.is_null() {
+        if self.version.is_null() {
             return &[];
         }
         // SAFETY: a published node of the memtable this iterator keeps alive.
-        unsafe { Node::key(self.node) }
+        unsafe { Node::key(self.version) }
     }
 
     fn value(&self) -> &[u8] {
-        if self.node.is_null() {
+        if self.version.is_null() {
             return &[];
         }
         // SAFETY: as above.
-        unsafe { Node::value(self.node) }
+        unsafe { Node::value(self.version) }
     }
 
     fn status(&self) -> Result<()> {
@@ -898,6 +1250,23 @@ mod tests {
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
+
+    /// Memtables whose key index answers throughout, saturates part-way, or saturates at
+    /// once (lookups then search the skiplist): every behaviour must be the same.
+    /// A memtable constructor taking the arena chunk size.
+    type MakeMemtable = fn(usize) -> Memtable;
+
+    const INDEX_MODES: [(&str, MakeMemtable); 3] = [
+        ("roomy index", |chunk_bytes| {
+            Memtable::with_chunk_bytes(chunk_bytes)
+        }),
+        ("small index", |chunk_bytes| {
+            Memtable::with_sizes(chunk_bytes, 256)
+        }),
+        ("tiny index", |chunk_bytes| {
+            Memtable::with_sizes(chunk_bytes, 8)
+        }),
+    ];
 
     /// Oracle keyed so BTreeMap order equals internal-key order.
     fn oracle_key(user: &[u8], sequence: u64) -> (Vec<u8>, std::cmp::Reverse<u64>) {
@@ -916,8 +1285,15 @@ mod tests {
 
     #[test]
     fn matches_an_oracle_in_order_get_seek_and_prev() {
+        for (mode, make) in INDEX_MODES {
+            eprintln!("{mode}");
+            matches_an_oracle_in_order_get_seek_and_prev_with(make(4096));
+        }
+    }
+
+    fn matches_an_oracle_in_order_get_seek_and_prev_with(memtable: Memtable) {
+        let memtable = Arc::new(memtable);
         let mut rng = SmallRng::seed_from_u64(11);
-        let memtable = Arc::new(Memtable::with_chunk_bytes(4096));
         let mut oracle = BTreeMap::new();
         for sequence in 1..=5000u64 {
             let user: Vec<u8> = match rng.gen_range(0..4) {
@@ -980,9 +1356,18 @@ mod tests {
 
     #[test]
     fn concurrent_inserts_with_concurrent_readers() {
+        for (mode, make) in INDEX_MODES {
+            for key_space in [20_000, 50] {
+                eprintln!("{mode}, {key_space} keys");
+                concurrent_inserts_with_concurrent_readers_with(make(64 * 1024), key_space);
+            }
+        }
+    }
+
+    fn concurrent_inserts_with_concurrent_readers_with(memtable: Memtable, key_space: u64) {
         const WRITERS: u64 = 4;
         const PER_WRITER: u64 = 25_000;
-        let memtable = Arc::new(Memtable::with_chunk_bytes(64 * 1024));
+        let memtable = Arc::new(memtable);
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let readers: Vec<_> = (0..2)
             .map(|_| {
@@ -1018,7 +1403,7 @@ mod tests {
                     let mut rng = SmallRng::seed_from_u64(writer);
                     for index in 0..PER_WRITER {
                         let sequence = writer * PER_WRITER + index + 1;
-                        let user = format!("key{:05}", rng.gen_range(0..20_000)).into_bytes();
+                        let user = format!("key{:05}", rng.gen_range(0..key_space)).into_bytes();
                         let value = sequence.to_le_bytes();
                         if index % 2 == 0 {
                             memtable.insert(&user, sequence, ValueKind::Put, &value);
@@ -1064,10 +1449,93 @@ mod tests {
     }
 
     #[test]
+    fn a_completed_insert_is_found_by_every_later_get() {
+        // Writers race to create the same fresh keys (each round's keys are new), so a key's
+        // node is often linked by one writer while another completes a version on it first:
+        // that version must be findable as soon as its insert returns (invariant 5).
+        const WRITERS: u64 = 3;
+        const ROUNDS: u64 = 2_000;
+        const KEYS_PER_ROUND: u64 = 4;
+        for (mode, make) in INDEX_MODES {
+            eprintln!("{mode}");
+            let memtable = Arc::new(make(64 * 1024));
+            memtable.delay_publish.store(true, AtomicOrdering::Relaxed);
+            let completed: Arc<Vec<std::sync::atomic::AtomicU64>> =
+                Arc::new((0..WRITERS).map(|_| Default::default()).collect());
+            let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let reader = {
+                let (memtable, completed, done) = (
+                    Arc::clone(&memtable),
+                    Arc::clone(&completed),
+                    Arc::clone(&done),
+                );
+                std::thread::spawn(move || {
+                    let mut checks = 0u64;
+                    while !done.load(AtomicOrdering::Acquire) {
+                        for slot in completed.iter() {
+                            // (round, key) of the writer's last completed insert, plus one.
+                            let packed = slot.load(AtomicOrdering::Acquire);
+                            let Some(last) = packed.checked_sub(1) else {
+                                continue;
+                            };
+                            let user = (last / KEYS_PER_ROUND, last % KEYS_PER_ROUND);
+                            let user = format!("{:08}-{}", user.0, user.1).into_bytes();
+                            assert!(
+                                memtable.get(&user, crate::key::SEQUENCE_MAX).is_some(),
+                                "a completed insert of {user:?} is not found"
+                            );
+                            let (entry, _) = memtable.get_entry_hinted(&user);
+                            assert!(entry.is_some());
+                            checks += 1;
+                        }
+                    }
+                    checks
+                })
+            };
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|writer| {
+                    let (memtable, completed) = (Arc::clone(&memtable), Arc::clone(&completed));
+                    std::thread::spawn(move || {
+                        let mut rng = SmallRng::seed_from_u64(writer + 100);
+                        for round in 0..ROUNDS {
+                            let key = rng.gen_range(0..KEYS_PER_ROUND);
+                            let user = format!("{round:08}-{key}").into_bytes();
+                            let sequence = 1 + round * WRITERS + writer;
+                            memtable.insert(&user, sequence, ValueKind::Put, b"v");
+                            if let Some(slot) = completed.get(writer as usize) {
+                                slot.store(
+                                    round * KEYS_PER_ROUND + key + 1,
+                                    AtomicOrdering::Release,
+                                );
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for writer in writers {
+                writer.join().unwrap();
+            }
+            done.store(true, AtomicOrdering::Release);
+            assert!(reader.join().unwrap() > 0);
+            assert_eq!(memtable.len() as u64, WRITERS * ROUNDS);
+            let entries = collect_forward(&mut memtable.iter()).unwrap();
+            assert_eq!(entries.len() as u64, WRITERS * ROUNDS);
+            assert!(entries
+                .windows(2)
+                .all(|pair| compare_internal_keys(&pair[0].0, &pair[1].0) == Ordering::Less));
+        }
+    }
+
+    #[test]
     fn hinted_inserts_match_an_oracle_with_stale_foreign_and_wrong_key_hints() {
+        for (mode, make) in INDEX_MODES {
+            eprintln!("{mode}");
+            hinted_inserts_match_an_oracle_with(make(4096), make(4096));
+        }
+    }
+
+    fn hinted_inserts_match_an_oracle_with(memtable: Memtable, other: Memtable) {
         let mut rng = SmallRng::seed_from_u64(23);
-        let memtable = Memtable::with_chunk_bytes(4096);
-        let other = Memtable::with_chunk_bytes(4096);
         other.insert(b"k1", 1, ValueKind::Put, b"elsewhere");
         let mut oracle: BTreeMap<_, (ValueKind, Vec<u8>)> = BTreeMap::new();
         let mut next_sequence = 1u64;
