@@ -724,8 +724,10 @@ impl Memtable {
     ) -> (Option<Entry<'a>>, InsertHint<'a>) {
         let (key_node, path) = match self.lookup(user_key, index::hash(user_key)) {
             Lookup::Found(address) => (address as *const Node, None),
-            Lookup::Absent => (ptr::null(), None),
-            Lookup::Unknown => {
+            // An absent key still gets its search path: the read-modify-write that asks
+            // searches here, before it reserves its sequence, so the insert after it (inside
+            // the window other read-modify-writes wait on) only walks what was inserted since.
+            Lookup::Absent | Lookup::Unknown => {
                 let height = self.max_height.load(AtomicOrdering::Relaxed);
                 match self.search(user_key, height) {
                     Search::Found(node) => (node, None),
@@ -1064,9 +1066,9 @@ impl InternalIterator for SortedNodesIterator {
 }
 
 /// What [`Memtable::get_entry_hinted`] found for a key, for the insert of its next version:
-/// the key node, or (when the index could not answer and the key has none) at each level the
-/// last node before the key. Borrowing the memtable keeps those nodes alive; an insert checks
-/// that the hint is its own memtable's and for its key before using it.
+/// the key node or, when the key has none, at each level the last node before the key.
+/// Borrowing the memtable keeps those nodes alive; an insert checks that the hint is its own
+/// memtable's and for its key before using it.
 pub struct InsertHint<'a> {
     memtable: &'a Memtable,
     user_key: &'a [u8],
