@@ -1,12 +1,14 @@
-//! Memtable lookup latency: the skiplist search that dominates read-modify-write profiles
-//! (about a third of the samples of `cairn-bench --benchmarks clsm_rmw`).
+//! Memtable insert and lookup latency: the memtable work of a put of a new key (a skiplist
+//! search and link, and an index publish) and of a read-modify-write (an index probe and a
+//! chain walk, then a chain insert).
 //!
 //! `cargo run --release -p cairn --example memtable_lookup -- [entries] [repetitions]`
 //! Fills one memtable with `entries` random 16-byte keys (cairn-bench's key shape: a
 //! big-endian number then `'0'` padding) and 100-byte values — 500,000 entries is about the
-//! 64 MiB memtable the benchmarks use — then times, single-threaded, random lookups of
-//! present keys (`get`) and the read-modify-write pair (`get_entry_hinted` + a hinted
-//! insert). Prints nanoseconds per operation, median of the repetitions.
+//! 64 MiB memtable the benchmarks use — timing the fill, then times, single-threaded, random
+//! lookups of present keys (`get`) and the read-modify-write pair (`get_entry_hinted` + a
+//! hinted insert). Prints nanoseconds per operation, median of the repetitions, and whether
+//! the key index saturated (then lookups searched the skiplist).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -39,15 +41,18 @@ fn main() {
         .unwrap_or(5);
     let lookups = 1_000_000u64;
     let value = [7u8; 100];
+    let mut insert_nanoseconds = Vec::new();
     let mut get_nanoseconds = Vec::new();
     let mut update_nanoseconds = Vec::new();
     for repetition in 0..repetitions {
         let memtable = Memtable::new();
         let mut rng = SmallRng::seed_from_u64(repetition as u64);
         let numbers: Vec<u64> = (0..entries).map(|_| rng.gen()).collect();
+        let start = Instant::now();
         for (index, number) in numbers.iter().enumerate() {
             memtable.insert(&key(*number), index as u64 + 1, ValueKind::Put, &value);
         }
+        insert_nanoseconds.push(start.elapsed().as_nanos() as f64 / entries.max(1) as f64);
         let mut found = 0u64;
         let start = Instant::now();
         for _ in 0..lookups {
@@ -68,15 +73,23 @@ fn main() {
         }
         update_nanoseconds.push(start.elapsed().as_nanos() as f64 / (lookups / 4) as f64);
         eprintln!(
-            "repetition {}: get {:.0} ns, get + hinted insert {:.0} ns ({} MiB)",
+            "repetition {}: insert {:.0} ns, get {:.0} ns, get + hinted insert {:.0} ns ({} MiB, index {} MiB{})",
             repetition + 1,
+            insert_nanoseconds[repetition],
             get_nanoseconds[repetition],
             update_nanoseconds[repetition],
-            memtable.memory_bytes() >> 20
+            memtable.memory_bytes() >> 20,
+            memtable.index_memory_bytes() >> 20,
+            if memtable.index_saturated() {
+                ", saturated"
+            } else {
+                ""
+            }
         );
     }
     println!(
-        "memtable of {entries} entries: get {:.0} ns, get + hinted insert {:.0} ns (median of {repetitions})",
+        "memtable of {entries} entries: insert {:.0} ns, get {:.0} ns, get + hinted insert {:.0} ns (median of {repetitions})",
+        median(insert_nanoseconds),
         median(get_nanoseconds),
         median(update_nanoseconds)
     );

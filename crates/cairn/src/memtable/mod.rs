@@ -803,10 +803,12 @@ impl Memtable {
             memtable: Arc::clone(self),
             key_node: ptr::null(),
             version: ptr::null(),
+            newer: Vec::new(),
+            newer_than: ptr::null(),
         }
     }
 
-    /// Every version in internal-key order, gathered with `GATHER_CHAINS` independent walks
+    /// Every version in internal-key order, gathered with `GATHER_WALKS` independent walks
     /// in flight.
     ///
     /// Walking level 0 is a chain of dependent cache misses (nodes sit in the arena in
@@ -850,34 +852,34 @@ impl Memtable {
         let segment_capacity = (expected / segment_count).saturating_mul(2).max(4);
         let mut outputs: Vec<Vec<*const Node>> = Vec::with_capacity(segment_count);
         outputs.resize_with(segment_count, Vec::new);
-        let mut chains: Vec<Chain> = Vec::with_capacity(GATHER_CHAINS);
+        let mut walks: Vec<Walk> = Vec::with_capacity(GATHER_WALKS);
         let mut next_segment = 0;
         loop {
-            while chains.len() < GATHER_CHAINS && next_segment < segment_count {
-                chains.push(Chain {
+            while walks.len() < GATHER_WALKS && next_segment < segment_count {
+                walks.push(Walk {
                     segment: next_segment,
                     node: begin(next_segment),
                     end: end(next_segment),
                 });
                 next_segment += 1;
             }
-            if chains.is_empty() {
+            if walks.is_empty() {
                 break;
             }
             let mut index = 0;
-            while let Some(chain) = chains.get_mut(index) {
-                if chain.node.is_null() || chain.node == chain.end {
-                    chains.swap_remove(index);
+            while let Some(walk) = walks.get_mut(index) {
+                if walk.node.is_null() || walk.node == walk.end {
+                    walks.swap_remove(index);
                     continue;
                 }
-                if let Some(output) = outputs.get_mut(chain.segment) {
+                if let Some(output) = outputs.get_mut(walk.segment) {
                     if output.capacity() == 0 {
                         output.reserve(segment_capacity);
                     }
                     // SAFETY: a published key node of this memtable; its chain's nodes are
                     // published (invariant 3).
                     unsafe {
-                        let mut version = Node::versions(chain.node).load(AtomicOrdering::Acquire);
+                        let mut version = Node::versions(walk.node).load(AtomicOrdering::Acquire);
                         while !version.is_null() {
                             output.push(version);
                             version = Node::older(version).load(AtomicOrdering::Acquire);
@@ -885,9 +887,9 @@ impl Memtable {
                     }
                 }
                 // SAFETY: a published node of this memtable with at least one level.
-                let next = unsafe { Node::next(chain.node, 0).load(AtomicOrdering::Acquire) };
+                let next = unsafe { Node::next(walk.node, 0).load(AtomicOrdering::Acquire) };
                 prefetch(next);
-                chain.node = next;
+                walk.node = next;
                 index += 1;
             }
         }
@@ -909,13 +911,13 @@ const GATHER_LEVEL: usize = 3;
 
 /// Walks `sorted_nodes` keeps in flight (enough to cover a memory latency with the work of
 /// the others, few enough to stay in the processor's load buffers).
-const GATHER_CHAINS: usize = 16;
+const GATHER_WALKS: usize = 16;
 
 /// How far ahead of a cursor over `SortedNodes` nodes are prefetched.
 const PREFETCH_DISTANCE: usize = 8;
 
 /// One interleaved walk of `sorted_nodes`.
-struct Chain {
+struct Walk {
     segment: usize,
     node: *const Node,
     end: *const Node,
@@ -937,7 +939,7 @@ impl std::fmt::Debug for SortedNodes {
 }
 
 // SAFETY: the pointers refer to published nodes of the memtable this value keeps alive; node
-// bytes are immutable after publication (invariant 2), so sharing or moving them is sound.
+// bytes are immutable after publication (invariant 3), so sharing or moving them is sound.
 unsafe impl Send for SortedNodes {}
 // SAFETY: as above; nothing here is mutated after construction.
 unsafe impl Sync for SortedNodes {}
@@ -1088,15 +1090,22 @@ impl std::fmt::Debug for InsertHint<'_> {
     }
 }
 
-/// A cursor over a memtable's versions in internal-key order; sees entries inserted after it
-/// was created too (the skiplist and the chains are concurrent), which the database iterator
-/// filters by sequence number.
+/// A cursor over a memtable's versions in internal-key order. It sees every entry inserted
+/// before it was created, and may see later ones too (the skiplist and the chains are
+/// concurrent), which the database iterator filters by sequence number.
 pub struct MemtableIterator {
     memtable: Arc<Memtable>,
     /// The key node of the current position (null when not valid).
     key_node: *const Node,
     /// The current version, on `key_node`'s chain (null when not valid).
     version: *const Node,
+    /// For `prev`, which the chain's links (towards older versions only) cannot serve in one
+    /// step: the versions of `newer_than`'s chain that are newer than it, newest first.
+    /// Built by one walk when `prev` finds it is not for the current version; each later
+    /// `prev` on the same chain pops one, so a backward scan over a key with `n` versions
+    /// costs `n` steps, not `n * n / 2`.
+    newer: Vec<*const Node>,
+    newer_than: *const Node,
 }
 
 impl std::fmt::Debug for MemtableIterator {
@@ -1203,20 +1212,23 @@ impl InternalIterator for MemtableIterator {
         if self.version.is_null() {
             return;
         }
-        // The chain links only towards older versions: find the one whose link is ours.
-        // SAFETY: as in `next`.
-        let mut newer = unsafe { Node::versions(self.key_node).load(AtomicOrdering::Acquire) };
-        let mut previous = ptr::null::<Node>();
-        while !newer.is_null() && !ptr::eq(newer, self.version) {
-            previous = newer;
-            // SAFETY: as above.
-            newer = unsafe { Node::older(newer).load(AtomicOrdering::Acquire) };
+        if !ptr::eq(self.newer_than, self.version) {
+            self.newer.clear();
+            // SAFETY: as in `next`.
+            let mut newer = unsafe { Node::versions(self.key_node).load(AtomicOrdering::Acquire) };
+            while !newer.is_null() && !ptr::eq(newer, self.version) {
+                self.newer.push(newer);
+                // SAFETY: as above.
+                newer = unsafe { Node::older(newer).load(AtomicOrdering::Acquire) };
+            }
+            debug_assert!(!newer.is_null(), "the current version is on its chain");
         }
-        debug_assert!(!newer.is_null(), "the current version is on its chain");
-        if !previous.is_null() {
+        if let Some(previous) = self.newer.pop() {
             self.version = previous;
+            self.newer_than = previous;
             return;
         }
+        self.newer_than = ptr::null();
         // SAFETY: as above; the key stays valid while the memtable lives.
         let current_user_key = unsafe { Node::user_key(self.key_node) };
         let before = self.memtable.find_less_than(Some(current_user_key));
@@ -1253,11 +1265,11 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
 
-    /// Memtables whose key index answers throughout, saturates part-way, or saturates at
-    /// once (lookups then search the skiplist): every behaviour must be the same.
     /// A memtable constructor taking the arena chunk size.
     type MakeMemtable = fn(usize) -> Memtable;
 
+    /// Memtables whose key index answers throughout, saturates part-way, or saturates at
+    /// once (lookups then search the skiplist): every behaviour must be the same.
     const INDEX_MODES: [(&str, MakeMemtable); 3] = [
         ("roomy index", |chunk_bytes| {
             Memtable::with_chunk_bytes(chunk_bytes)
@@ -1526,6 +1538,38 @@ mod tests {
                 .windows(2)
                 .all(|pair| compare_internal_keys(&pair[0].0, &pair[1].0) == Ordering::Less));
         }
+    }
+
+    #[test]
+    fn long_chains_iterate_the_same_both_ways() {
+        // A hot key with thousands of versions between cold keys: `prev` along its chain must
+        // step through every version in order (it keeps a stack of the newer ones).
+        let memtable = Arc::new(Memtable::new());
+        let mut sequence = 0u64;
+        for round in 0..3000u64 {
+            sequence += 1;
+            memtable.insert(b"hot", sequence, ValueKind::Put, &round.to_le_bytes());
+            if round % 100 == 0 {
+                sequence += 1;
+                let cold = format!("cold{round:05}");
+                memtable.insert(cold.as_bytes(), sequence, ValueKind::Put, b"c");
+            }
+        }
+        let forward = collect_forward(&mut memtable.iter()).unwrap();
+        // collect_backward walks with `prev` and returns the entries in forward order.
+        let backward = collect_backward(&mut memtable.iter()).unwrap();
+        assert_eq!(forward.len(), 3030);
+        assert_eq!(forward, backward);
+        // Direction changes in the middle of the chain.
+        let mut iterator = memtable.iter();
+        iterator.seek(&internal_key(b"hot", 1500, ValueKind::SEEK));
+        assert_eq!(trailer(iterator.key()) >> 8, 1500);
+        iterator.prev();
+        iterator.prev();
+        iterator.next();
+        let at = trailer(iterator.key()) >> 8;
+        iterator.prev();
+        assert_eq!(trailer(iterator.key()) >> 8, at + 1);
     }
 
     #[test]
