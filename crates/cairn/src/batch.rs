@@ -50,6 +50,30 @@ impl WriteBatch {
         }
     }
 
+    /// An empty batch with room for `entry_bytes` bytes of entries (see
+    /// [`WriteBatch::put_bytes`]) before it reallocates.
+    pub fn with_capacity(entry_bytes: usize) -> Self {
+        let mut representation = Vec::with_capacity(BATCH_HEADER_BYTES.saturating_add(entry_bytes));
+        representation.resize(BATCH_HEADER_BYTES, 0);
+        WriteBatch {
+            representation,
+            count: 0,
+        }
+    }
+
+    /// Bytes a put of `key` and `value` adds to a batch: a kind byte and two
+    /// length-prefixed strings.
+    pub fn put_bytes(key: &[u8], value: &[u8]) -> usize {
+        (1 + 4 + 4usize)
+            .saturating_add(key.len())
+            .saturating_add(value.len())
+    }
+
+    /// Bytes a delete of `key` adds to a batch: a kind byte and a length-prefixed string.
+    pub fn delete_bytes(key: &[u8]) -> usize {
+        (1 + 4usize).saturating_add(key.len())
+    }
+
     /// Adds a put.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.representation.push(ValueKind::Put as u8);
@@ -106,10 +130,14 @@ impl WriteBatch {
 
     /// Stamps the batch with its first sequence number and returns the encoded record.
     pub(crate) fn encode(&mut self, first_sequence: SequenceNumber) -> &[u8] {
-        let mut header = Vec::with_capacity(BATCH_HEADER_BYTES);
-        put_u64(&mut header, first_sequence);
-        put_u32(&mut header, self.count);
-        self.representation[..BATCH_HEADER_BYTES].copy_from_slice(&header);
+        // Written in place: this runs once per write, and a temporary header `Vec` was a heap
+        // allocation on every put.
+        debug_assert!(self.representation.len() >= BATCH_HEADER_BYTES);
+        if let Some(header) = self.representation.get_mut(..BATCH_HEADER_BYTES) {
+            let (sequence_bytes, count_bytes) = header.split_at_mut(8);
+            sequence_bytes.copy_from_slice(&first_sequence.to_le_bytes());
+            count_bytes.copy_from_slice(&self.count.to_le_bytes());
+        }
         &self.representation
     }
 
@@ -234,6 +262,31 @@ impl<'a> Iterator for BatchEntries<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sized_batches_hold_their_entry_without_growing() {
+        let key = [7u8; 16];
+        let value = [9u8; 100];
+        let mut put = WriteBatch::with_capacity(WriteBatch::put_bytes(&key, &value));
+        let capacity = put.representation.capacity();
+        put.put(&key, &value);
+        assert_eq!(
+            put.size_bytes(),
+            BATCH_HEADER_BYTES + WriteBatch::put_bytes(&key, &value)
+        );
+        assert_eq!(put.representation.capacity(), capacity);
+        let mut delete = WriteBatch::with_capacity(WriteBatch::delete_bytes(&key));
+        delete.delete(&key);
+        assert_eq!(
+            delete.size_bytes(),
+            BATCH_HEADER_BYTES + WriteBatch::delete_bytes(&key)
+        );
+        // The in-place header matches what decoding expects.
+        let encoded = put.encode(u64::MAX - 1).to_vec();
+        let decoded = DecodedBatch::decode(&encoded).unwrap();
+        assert_eq!((decoded.first_sequence, decoded.count), (u64::MAX - 1, 1));
+        assert!(WriteBatch::with_capacity(0).is_empty());
+    }
 
     #[test]
     fn encode_decode_round_trip() {

@@ -411,7 +411,8 @@ impl Db {
 
     /// Sets `key` to `value` with explicit write options.
     pub fn put_with(&self, options: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        // Sized exactly: growing from empty reallocated four times per put.
+        let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, value));
         batch.put(key, value);
         self.write(options, batch)
     }
@@ -423,7 +424,7 @@ impl Db {
 
     /// Removes `key` with explicit write options.
     pub fn delete_with(&self, options: &WriteOptions, key: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
         batch.delete(key);
         self.write(options, batch)
     }
@@ -1345,8 +1346,7 @@ impl DbInner {
                 self.latest_version_hinted(&read_super_version, key)?;
             let read_version = read.as_ref().map(|(version, _)| *version);
             let current = read.and_then(|(_, value)| value);
-            let mut batch = WriteBatch::new();
-            let new_value = match decide(current.as_deref()) {
+            let (mut batch, new_value) = match decide(current.as_deref()) {
                 Update::Keep => {
                     // The read is of the newest version, which may belong to a write still
                     // in flight: make it visible before reporting it, or a get that starts
@@ -1358,12 +1358,14 @@ impl DbInner {
                 }
                 Update::Put(value) => {
                     check_value(&value)?;
+                    let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, &value));
                     batch.put(key, &value);
-                    Some(value)
+                    (batch, Some(value))
                 }
                 Update::Delete => {
+                    let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
                     batch.delete(key);
-                    None
+                    (batch, None)
                 }
             };
             let payload_bytes = batch.size_bytes();
@@ -1454,16 +1456,19 @@ impl DbInner {
         };
         let _held = lock(stripe);
         let current = self.get(key, None)?;
-        let mut batch = WriteBatch::new();
-        let new_value = match decide(current.as_deref()) {
+        // Batches sized as in `update`, so the baseline pays no allocation the optimistic
+        // path does not.
+        let (batch, new_value) = match decide(current.as_deref()) {
             Update::Keep => return Ok(current),
             Update::Put(value) => {
+                let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, &value));
                 batch.put(key, &value);
-                Some(value)
+                (batch, Some(value))
             }
             Update::Delete => {
+                let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
                 batch.delete(key);
-                None
+                (batch, None)
             }
         };
         self.write(&WriteOptions::default(), batch)?;
