@@ -86,7 +86,17 @@ pub struct Measurement {
     /// cpu_seconds per counted operation, in microseconds: unlike ops/s it does not depend on
     /// how much of the machine other processes took.
     pub cpu_us_per_op: f64,
+    /// cpu_seconds split by thread name (Linux; empty elsewhere), so a phase that cost more CPU
+    /// shows where: the engine's named background threads (cairn-flush, cairn-compact,
+    /// rocksdb:low, ...) as measured, and `EXITED_THREADS` for the rest — threads that ended
+    /// before the phase's end, mostly the benchmark's own workers (the foreground).
+    #[serde(default)]
+    pub cpu_seconds_by_thread: Vec<(String, f64)>,
 }
+
+/// The `cpu_seconds_by_thread` entry for CPU of threads gone by the end of a phase (the
+/// process total minus what live threads account for).
+pub const EXITED_THREADS: &str = "(exited: workers)";
 
 /// Latency histogram in nanoseconds, 1 ns to 100 s, 3 significant digits.
 pub fn new_histogram() -> Result<Histogram<u64>> {
@@ -347,23 +357,64 @@ pub fn process_bytes_written() -> u64 {
 
 /// CPU time this process has used, all threads, in seconds (0 where /proc is unavailable).
 pub fn process_cpu_seconds() -> f64 {
-    let Ok(text) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|text| parse_stat(&text))
+        .map_or(0.0, |(_, seconds)| seconds)
+}
+
+/// The name and CPU seconds (user + system) in a /proc `stat` line.
+fn parse_stat(text: &str) -> Option<(String, f64)> {
+    // The command name (field 2) may hold spaces and parentheses: it runs from the first '('
+    // to the last ')', and fields are counted after it. utime and stime are fields 14 and
+    // 15, in USER_HZ ticks, which Linux fixes at 100 for user space.
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let name = text.get(open + 1..close)?.to_string();
+    let fields: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    let ticks = |index: usize| -> Option<u64> { fields.get(index)?.parse::<u64>().ok() };
+    Some((name, (ticks(11)? + ticks(12)?) as f64 / 100.0))
+}
+
+/// Each live thread of this process: thread id, name and CPU seconds (empty where /proc is
+/// unavailable).
+pub fn thread_cpu_seconds() -> Vec<(u64, String, f64)> {
+    let Ok(entries) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
     };
-    // The command name (field 2) may hold spaces and parentheses: count fields after its
-    // closing parenthesis. utime and stime are fields 14 and 15, in USER_HZ ticks, which
-    // Linux fixes at 100 for user space.
-    let Some(rest) = text.rfind(')').map(|end| &text[end + 1..]) else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |index: usize| {
-        fields
-            .get(index)
-            .and_then(|field| field.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    (ticks(11) + ticks(12)) as f64 / 100.0
+    entries
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let thread_id = entry.file_name().to_str()?.parse::<u64>().ok()?;
+            let text = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let (name, seconds) = parse_stat(&text)?;
+            Some((thread_id, name, seconds))
+        })
+        .collect()
+}
+
+/// CPU seconds per thread name between two `thread_cpu_seconds` readings, with the rest of
+/// `process_seconds` (threads that exited in between) under `EXITED_THREADS`. A thread id
+/// absent from `before` started in between and counts from zero.
+pub fn cpu_by_thread_name(
+    before: &[(u64, String, f64)],
+    after: &[(u64, String, f64)],
+    process_seconds: f64,
+) -> Vec<(String, f64)> {
+    let mut by_name: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    for (thread_id, name, seconds) in after {
+        let earlier = before
+            .iter()
+            .find(|(id, _, _)| id == thread_id)
+            .map_or(0.0, |(_, _, seconds)| *seconds);
+        *by_name.entry(name.clone()).or_default() += (seconds - earlier).max(0.0);
+    }
+    let live: f64 = by_name.values().sum();
+    by_name.insert(
+        EXITED_THREADS.to_string(),
+        (process_seconds - live).max(0.0),
+    );
+    by_name.into_iter().collect()
 }
 
 /// Total size of the files under `dir`.
@@ -484,6 +535,7 @@ fn run_phase(
     let bar = progress_bar(spec.label, bar_total, show_progress);
     let disk_before = process_bytes_written();
     let cpu_before = process_cpu_seconds();
+    let threads_before = thread_cpu_seconds();
     let counters_before = engine.counters();
     let started = Instant::now();
     let plan = Plan {
@@ -564,6 +616,7 @@ fn run_phase(
         ended = ended.max(outcome.ended);
     }
     let disk_after = process_bytes_written();
+    let threads_after = thread_cpu_seconds();
     let cpu_after = process_cpu_seconds();
     let counters_after = engine.counters();
     let seconds = (ended - started).as_secs_f64().max(1e-9);
@@ -576,6 +629,10 @@ fn run_phase(
     measurement.p999_us = micros(0.999);
     measurement.max_us = histogram.max() as f64 / 1000.0;
     measurement.cpu_seconds = (cpu_after - cpu_before).max(0.0);
+    if !threads_after.is_empty() {
+        measurement.cpu_seconds_by_thread =
+            cpu_by_thread_name(&threads_before, &threads_after, measurement.cpu_seconds);
+    }
     if measurement.ops > 0 {
         measurement.cpu_us_per_op = measurement.cpu_seconds * 1e6 / measurement.ops as f64;
     }
@@ -733,6 +790,47 @@ pub fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_lines_parse_with_awkward_names() {
+        // Fields after the name: state, ppid, pgrp, session, tty, tpgid, flags, minflt,
+        // cminflt, majflt, cmajflt, utime (250 ticks), stime (50 ticks), ...
+        let line = "4242 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0";
+        assert_eq!(parse_stat(line), Some(("a (b) c".to_string(), 3.0)));
+        assert_eq!(parse_stat("4242 (x) S 1 2"), None);
+        assert_eq!(parse_stat("garbage"), None);
+        #[cfg(target_os = "linux")]
+        {
+            assert!(!thread_cpu_seconds().is_empty());
+            assert!(process_cpu_seconds() >= 0.0);
+        }
+    }
+
+    #[test]
+    fn cpu_is_split_by_thread_name_and_the_rest_is_exited() {
+        let before = vec![
+            (1, "main".to_string(), 1.0),
+            (2, "cairn-flush".to_string(), 0.5),
+            (3, "gone".to_string(), 0.2),
+        ];
+        let after = vec![
+            (1, "main".to_string(), 1.25),
+            (2, "cairn-flush".to_string(), 1.5),
+            // Started during the phase: counts from zero.
+            (4, "cairn-flush".to_string(), 0.25),
+        ];
+        let split = cpu_by_thread_name(&before, &after, 3.0);
+        assert_eq!(
+            split,
+            vec![
+                (EXITED_THREADS.to_string(), 1.5),
+                ("cairn-flush".to_string(), 1.25),
+                ("main".to_string(), 0.25),
+            ]
+        );
+        let total: f64 = split.iter().map(|(_, seconds)| seconds).sum();
+        assert_eq!(total, 3.0);
+    }
 
     #[test]
     fn slices_cover_the_range_once() {
