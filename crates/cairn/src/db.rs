@@ -315,6 +315,7 @@ impl Db {
             file_system.as_ref(),
             &mut versions,
             &table_options,
+            &options,
         )?;
         let wal_number = versions.new_file_number();
         let wal_path = filename::wal_path(&directory, wal_number);
@@ -725,6 +726,7 @@ fn recover_wals(
     file_system: &dyn FileSystem,
     versions: &mut VersionSet,
     table_options: &TableOptions,
+    options: &Options,
 ) -> Result<SequenceNumber> {
     let names = file_system.list(directory)?;
     // Writers number new WALs from the shared counter without logging it, so files on disk
@@ -745,7 +747,9 @@ fn recover_wals(
         })
         .collect();
     wal_numbers.sort_unstable();
-    let memtable = Arc::new(Memtable::new());
+    // Sized as the memtables the WALs were written from, so its key index does not saturate
+    // (and fall back to skiplist searches) when the write buffer is larger than the default.
+    let memtable = Arc::new(new_memtable(options));
     let mut last_sequence = versions.last_sequence;
     let mut expected_next: Option<SequenceNumber> = None;
     'wals: for (index, &number) in wal_numbers.iter().enumerate() {
