@@ -37,11 +37,9 @@ const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
 const _: () = assert!(std::mem::align_of::<u64>() == std::mem::align_of::<AtomicU64>());
 const _: () = assert!(std::mem::size_of::<u64>() == std::mem::size_of::<AtomicU64>());
 
-/// The hash both `find` and `publish` take (xxh3, so it is the same on every run and machine).
-#[inline]
-pub fn hash(user_key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(user_key)
-}
+/// The hash both `find` and `publish` take: the MemStore index's key hash (xxh3, the same on
+/// every run and machine).
+pub use crate::hashindex::hash_key as hash;
 
 /// What a lookup learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +180,14 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    fn used_slots(index: &KeyIndex) -> usize {
+        index
+            .slots
+            .iter()
+            .filter(|slot| slot.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+
     #[test]
     fn finds_what_it_published_and_misses_the_rest() {
         let index = KeyIndex::new(64);
@@ -206,11 +212,7 @@ mod tests {
         let key_hash = hash(b"k");
         assert!(index.publish(key_hash, 4096));
         assert!(index.publish(key_hash, 4096));
-        let used = index
-            .slots
-            .iter()
-            .filter(|slot| slot.load(Ordering::Relaxed) != 0)
-            .count();
+        let used = used_slots(&index);
         assert_eq!(used, 1);
     }
 
@@ -253,11 +255,7 @@ mod tests {
                 .join()
                 .unwrap_or_else(|_| panic!("publisher panicked"));
         }
-        let used = index
-            .slots
-            .iter()
-            .filter(|slot| slot.load(Ordering::Relaxed) != 0)
-            .count();
+        let used = used_slots(&index);
         assert_eq!(used, 1500);
         for key in 0..1500usize {
             let address = (key + 1) * 8;

@@ -385,7 +385,7 @@ impl Memtable {
         let trailer_bytes: [u8; TRAILER_BYTES] =
             crate::key::pack_trailer(sequence, kind).to_le_bytes();
         let hint = hint.filter(|hint| ptr::eq(hint.memtable, self) && hint.user_key == user_key);
-        let hash = index::hash(user_key);
+        let hash = hint.map_or_else(|| index::hash(user_key), |hint| hint.hash);
         let known = match hint.map(|hint| hint.key_node) {
             Some(key_node) if !key_node.is_null() => Some(key_node),
             _ => match self.lookup(user_key, hash) {
@@ -722,7 +722,8 @@ impl Memtable {
         &'a self,
         user_key: &'a [u8],
     ) -> (Option<Entry<'a>>, InsertHint<'a>) {
-        let (key_node, path) = match self.lookup(user_key, index::hash(user_key)) {
+        let hash = index::hash(user_key);
+        let (key_node, path) = match self.lookup(user_key, hash) {
             Lookup::Found(address) => (address as *const Node, None),
             // An absent key still gets its search path: the read-modify-write that asks
             // searches here, before it reserves its sequence, so the insert after it (inside
@@ -746,6 +747,7 @@ impl Memtable {
             user_key,
             key_node,
             path,
+            hash,
         };
         (entry, hint)
     }
@@ -1077,6 +1079,8 @@ pub struct InsertHint<'a> {
     /// The key node, or null.
     key_node: *const Node,
     path: Option<[*const Node; MAX_HEIGHT]>,
+    /// `index::hash(user_key)`, so the insert does not hash the key again.
+    hash: u64,
 }
 
 impl std::fmt::Debug for InsertHint<'_> {
