@@ -7,6 +7,7 @@
 mod engine;
 mod error;
 mod keys;
+mod placement;
 mod plot;
 mod report;
 mod runner;
@@ -115,6 +116,12 @@ struct Args {
     #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true",
           value_parser = parse_bool, action = ArgAction::Set)]
     warmup: bool,
+    /// Time a cache line's round trip between two CPUs before and after every phase
+    /// (milliseconds each): on a virtual machine it tells whether the host placed the CPUs
+    /// close or far, which moves every multi-thread figure (bench/README.md).
+    #[arg(long = "probe_placement", default_value = "true", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
+    probe_placement: bool,
     /// Seed of every random choice (same keys and values for every engine).
     #[arg(long, default_value_t = 301)]
     seed: u64,
@@ -315,6 +322,7 @@ fn run(args: Args) -> Result<()> {
         duration: args.duration,
         seed: args.seed,
         flush_after_load: args.flush_after_load,
+        probe_placement: args.probe_placement,
     };
     let memstore_capacity = match args.memstore_capacity {
         0 => auto_memstore_capacity(&params)?,
@@ -395,6 +403,7 @@ fn run(args: Args) -> Result<()> {
             num: (params.num / 10).max(1000),
             reads: (params.reads / 10).max(1000),
             duration: params.duration.min(1.0),
+            probe_placement: false,
             ..params.clone()
         };
         for name in &engines {
@@ -435,8 +444,17 @@ fn run(args: Args) -> Result<()> {
                                 && cell.engine == engine_index
                         }) {
                             let measurement = output.measurement;
+                            let placement = match (
+                                measurement.cross_core_round_trip_ns_before,
+                                measurement.cross_core_round_trip_ns_after,
+                            ) {
+                                (Some(before), Some(after)) => {
+                                    format!(", cross-core {before:.0}/{after:.0} ns")
+                                }
+                                _ => String::new(),
+                            };
                             eprintln!(
-                                "  {tag} {name} {} t={thread_count}: {:.0} ops/s, p99 {:.1} us",
+                                "  {tag} {name} {} t={thread_count}: {:.0} ops/s, p99 {:.1} us{placement}",
                                 workloads[index].name, measurement.ops_per_sec, measurement.p99_us
                             );
                             cell.runs.push(measurement);
@@ -561,6 +579,7 @@ mod tests {
             duration,
             seed: 7,
             flush_after_load: true,
+            probe_placement: false,
         }
     }
 

@@ -321,6 +321,32 @@ fn paired_median(numerator: &[Measurement], denominator: &[Measurement]) -> Opti
     (!ratios.is_empty()).then(|| Stat::of(ratios).median)
 }
 
+/// Each repetition's ratio with the placement it ran under: `1.53@61ns` where 61 ns is the
+/// slowest cross-core round trip probed around either run (`placement` module), or the bare
+/// ratio without probes. Shows whether a low median comes from far-placed repetitions.
+fn paired_detail(numerator: &[Measurement], denominator: &[Measurement]) -> String {
+    numerator
+        .iter()
+        .zip(denominator)
+        .filter(|(_, below)| below.ops_per_sec > 0.0)
+        .map(|(above, below)| {
+            let ratio = above.ops_per_sec / below.ops_per_sec;
+            let round_trip = match (
+                above.cross_core_round_trip_ns(),
+                below.cross_core_round_trip_ns(),
+            ) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            match round_trip {
+                Some(nanoseconds) => format!("{ratio:.2}@{nanoseconds:.0}ns"),
+                None => format!("{ratio:.2}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Paired ratios: each engine's throughput at each thread count over the previous thread
 /// count (scaling), and each engine over the first engine, each as the median of the
 /// per-repetition ratios. Empty when no pair of cells has runs to compare.
@@ -349,11 +375,13 @@ pub fn paired_ratios(results: &[ResultEntry], engines: &[String], threads: &[usi
                 let mut parts = Vec::new();
                 for pair in threads.windows(2) {
                     let [lower, upper] = pair else { continue };
-                    let ratio = find(benchmark, *upper, engine)
-                        .zip(find(benchmark, *lower, engine))
-                        .and_then(|(above, below)| paired_median(above, below));
-                    if let Some(ratio) = ratio {
-                        parts.push(format!("{upper}/{lower} threads {ratio:.2}x"));
+                    let pair = find(benchmark, *upper, engine).zip(find(benchmark, *lower, engine));
+                    let ratio = pair.and_then(|(above, below)| paired_median(above, below));
+                    if let (Some(ratio), Some((above, below))) = (ratio, pair) {
+                        parts.push(format!(
+                            "{upper}/{lower} threads {ratio:.2}x [{}]",
+                            paired_detail(above, below)
+                        ));
                     }
                 }
                 if !parts.is_empty() {
@@ -481,6 +509,35 @@ mod tests {
             text.contains("2 thr  b / a = 0.25  (a / b = 4.00x)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn scaling_lists_each_repetition_with_its_slowest_placement_probe() {
+        let mut one = entry("fill", 1, "a", &[100.0, 100.0]);
+        let mut two = entry("fill", 2, "a", &[170.0, 120.0]);
+        // Repetition 1 ran close-placed around both runs; repetition 2's 2-thread run ended
+        // far-placed, and one probe is missing.
+        one.runs[0].cross_core_round_trip_ns_before = Some(55.0);
+        one.runs[0].cross_core_round_trip_ns_after = Some(58.4);
+        two.runs[0].cross_core_round_trip_ns_before = Some(57.0);
+        two.runs[0].cross_core_round_trip_ns_after = Some(56.0);
+        one.runs[1].cross_core_round_trip_ns_before = Some(60.0);
+        two.runs[1].cross_core_round_trip_ns_after = Some(351.0);
+        let engines = vec!["a".to_string()];
+        let text = paired_ratios(&[one, two], &engines, &[1, 2]);
+        assert!(
+            text.contains("2/1 threads 1.45x [1.70@58ns 1.20@351ns]"),
+            "{text}"
+        );
+        let bare = paired_ratios(
+            &[
+                entry("fill", 1, "a", &[100.0]),
+                entry("fill", 2, "a", &[150.0]),
+            ],
+            &engines,
+            &[1, 2],
+        );
+        assert!(bare.contains("2/1 threads 1.50x [1.50]"), "{bare}");
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Params {
     pub seed: u64,
     /// Flush the memtable after an unmeasured load (where the engine can).
     pub flush_after_load: bool,
+    /// Probe the CPUs' placement around every phase (`placement` module).
+    pub probe_placement: bool,
 }
 
 /// What the database holds, carried from one workload to the next in a sequence.
@@ -92,6 +94,28 @@ pub struct Measurement {
     /// before the phase's end, mostly the benchmark's own workers (the foreground).
     #[serde(default)]
     pub cpu_seconds_by_thread: Vec<(String, f64)>,
+    /// Round trip of a cache line between two CPUs just before the phase, in nanoseconds
+    /// (`placement` module: tens of ns when the host placed the CPUs close, hundreds when
+    /// far; `None` if it could not be measured or probing is off).
+    #[serde(default)]
+    pub cross_core_round_trip_ns_before: Option<f64>,
+    /// The same probe just after the phase.
+    #[serde(default)]
+    pub cross_core_round_trip_ns_after: Option<f64>,
+}
+
+impl Measurement {
+    /// The slower of the probes around this phase (None if neither was measured): a phase
+    /// is only as close-placed as its worse end.
+    pub fn cross_core_round_trip_ns(&self) -> Option<f64> {
+        match (
+            self.cross_core_round_trip_ns_before,
+            self.cross_core_round_trip_ns_after,
+        ) {
+            (Some(before), Some(after)) => Some(before.max(after)),
+            (before, after) => before.or(after),
+        }
+    }
 }
 
 /// The `cpu_seconds_by_thread` entry for CPU of threads gone by the end of a phase (the
@@ -533,6 +557,10 @@ fn run_phase(
         Some(spec.total)
     };
     let bar = progress_bar(spec.label, bar_total, show_progress);
+    let round_trip_before = params
+        .probe_placement
+        .then(crate::placement::round_trip_ns)
+        .flatten();
     let disk_before = process_bytes_written();
     let cpu_before = process_cpu_seconds();
     let threads_before = thread_cpu_seconds();
@@ -619,6 +647,11 @@ fn run_phase(
     let threads_after = thread_cpu_seconds();
     let cpu_after = process_cpu_seconds();
     let counters_after = engine.counters();
+    measurement.cross_core_round_trip_ns_before = round_trip_before;
+    measurement.cross_core_round_trip_ns_after = params
+        .probe_placement
+        .then(crate::placement::round_trip_ns)
+        .flatten();
     let seconds = (ended - started).as_secs_f64().max(1e-9);
     measurement.seconds = seconds;
     measurement.ops_per_sec = measurement.ops as f64 / seconds;
