@@ -1481,7 +1481,7 @@ impl DbInner {
 
     fn iterator(
         &self,
-        _options: &ReadOptions,
+        options: &ReadOptions,
         snapshot: Option<&Snapshot>,
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
@@ -1507,7 +1507,9 @@ impl DbInner {
         let version = &super_version.version;
         for file in version.files(0) {
             if file.overlaps(lower, upper) {
-                children.push(Box::new(self.table_cache.table(file)?.iter()));
+                children.push(Box::new(
+                    self.table_cache.table(file)?.iter_with(options.fill_cache),
+                ));
             }
         }
         for level in 1..version.level_count() {
@@ -1516,6 +1518,7 @@ impl DbInner {
                 children.push(Box::new(LevelIterator::new(
                     files,
                     Arc::clone(&self.table_cache),
+                    options.fill_cache,
                 )));
             }
         }
@@ -1796,14 +1799,17 @@ impl DbInner {
             Counters::add(&self.counters.trivial_moves, 1);
             return Ok(());
         }
+        // Compaction reads each input block once: filling the block cache with them would
+        // evict the blocks reads keep hot, and cost an insert and an eviction per block.
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for file in &plan.inputs {
-            children.push(Box::new(self.table_cache.table(file)?.iter()));
+            children.push(Box::new(self.table_cache.table(file)?.iter_with(false)));
         }
         if !plan.output_level_inputs.is_empty() {
             children.push(Box::new(LevelIterator::new(
                 plan.output_level_inputs.clone(),
                 Arc::clone(&self.table_cache),
+                false,
             )));
         }
         let mut merged = MergingIterator::new(children);

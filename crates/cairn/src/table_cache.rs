@@ -85,6 +85,9 @@ pub struct LevelIterator {
     index: usize,
     current: Option<TableIterator>,
     error: Option<Error>,
+    /// Whether blocks read go into the block cache (off for compaction and for scans that
+    /// ask, so a one-time pass does not evict what reads keep hot).
+    fill_cache: bool,
 }
 
 impl std::fmt::Debug for LevelIterator {
@@ -98,14 +101,16 @@ impl std::fmt::Debug for LevelIterator {
 }
 
 impl LevelIterator {
-    /// Iterates `files`, which must be sorted and non-overlapping.
-    pub fn new(files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>) -> Self {
+    /// Iterates `files`, which must be sorted and non-overlapping; `fill_cache` says whether
+    /// the blocks it reads are added to the block cache.
+    pub fn new(files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>, fill_cache: bool) -> Self {
         LevelIterator {
             files,
             tables,
             index: 0,
             current: None,
             error: None,
+            fill_cache,
         }
     }
 
@@ -117,7 +122,7 @@ impl LevelIterator {
         };
         match self.tables.table(meta) {
             Ok(table) => {
-                self.current = Some(table.iter());
+                self.current = Some(table.iter_with(self.fill_cache));
                 true
             }
             Err(error) => {

@@ -422,3 +422,60 @@ fn concurrent_increments_are_counted_once_across_reopen() {
         "{conflicts} conflicts"
     );
 }
+
+/// Compaction reads its inputs once; scans may ask not to fill the cache (LevelDB's
+/// `fill_cache`). Neither may leave blocks in the block cache, where they would evict what
+/// reads keep hot; an ordinary scan and point reads still fill it.
+#[test]
+fn compaction_and_scans_without_fill_cache_leave_the_block_cache_alone() {
+    use cairn::ReadOptions;
+    let fs = MemFs::new();
+    let options = Options {
+        block_cache_size_bytes: 1 << 20,
+        ..small_options(&fs)
+    };
+    let db = Db::open(Path::new("/db"), options).unwrap();
+    for index in 0..2000 {
+        db.put(&key(index), format!("value-{index}").as_bytes())
+            .unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    db.compact_range(None, None).unwrap();
+    assert!(db
+        .stats()
+        .levels
+        .iter()
+        .skip(1)
+        .any(|level| level.files > 0));
+    assert_eq!(
+        db.stats().block_cache_bytes,
+        0,
+        "compaction filled the cache"
+    );
+
+    let scan_count = |fill_cache: bool| {
+        let mut cursor = db
+            .iter(&ReadOptions { fill_cache }, None, None, None)
+            .unwrap();
+        cursor.seek_to_first();
+        let mut count = 0;
+        while cursor.valid() {
+            count += 1;
+            cursor.next();
+        }
+        cursor.status().unwrap();
+        count
+    };
+    assert_eq!(scan_count(false), 2000);
+    assert_eq!(
+        db.stats().block_cache_bytes,
+        0,
+        "a no-fill scan filled the cache"
+    );
+    assert_eq!(scan_count(true), 2000);
+    assert!(
+        db.stats().block_cache_bytes > 0,
+        "a scan did not fill the cache"
+    );
+}
