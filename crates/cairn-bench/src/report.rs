@@ -331,13 +331,10 @@ fn paired_detail(numerator: &[Measurement], denominator: &[Measurement]) -> Stri
         .filter(|(_, below)| below.ops_per_sec > 0.0)
         .map(|(above, below)| {
             let ratio = above.ops_per_sec / below.ops_per_sec;
-            let round_trip = match (
+            let round_trip = crate::runner::slower_round_trip(
                 above.cross_core_round_trip_ns(),
                 below.cross_core_round_trip_ns(),
-            ) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
+            );
             match round_trip {
                 Some(nanoseconds) => format!("{ratio:.2}@{nanoseconds:.0}ns"),
                 None => format!("{ratio:.2}"),

@@ -108,13 +108,18 @@ impl Measurement {
     /// The slower of the probes around this phase (None if neither was measured): a phase
     /// is only as close-placed as its worse end.
     pub fn cross_core_round_trip_ns(&self) -> Option<f64> {
-        match (
+        slower_round_trip(
             self.cross_core_round_trip_ns_before,
             self.cross_core_round_trip_ns_after,
-        ) {
-            (Some(before), Some(after)) => Some(before.max(after)),
-            (before, after) => before.or(after),
-        }
+        )
+    }
+}
+
+/// The slower of two optional round trips (the one present if only one is).
+pub fn slower_round_trip(first: Option<f64>, second: Option<f64>) -> Option<f64> {
+    match (first, second) {
+        (Some(first), Some(second)) => Some(first.max(second)),
+        (first, second) => first.or(second),
     }
 }
 
