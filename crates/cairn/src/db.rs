@@ -631,7 +631,7 @@ impl Db {
                 compaction::plan_for_range(&version, level, lower, upper)
             };
             if let Some(plan) = plan {
-                if let Err(error) = self.inner.run_compaction(&version, plan) {
+                if let Err(error) = self.inner.run_compaction(version, plan) {
                     // As in the background compactor: a failed write or sync here may leave
                     // the MANIFEST or the directory in an unknown state (sticky error).
                     self.inner.set_sticky_error(&error);
@@ -1766,7 +1766,7 @@ impl DbInner {
                     Choice::Nothing => break,
                     Choice::Compact(plan) => plan,
                 };
-                if let Err(error) = self.run_compaction(&version, plan) {
+                if let Err(error) = self.run_compaction(version, plan) {
                     self.set_sticky_error(&error);
                     return;
                 }
@@ -1774,9 +1774,23 @@ impl DbInner {
         }
     }
 
-    /// Executes `plan` (chosen on `version`, which must still be current for its levels).
-    /// Caller holds `compaction_lock`.
-    fn run_compaction(&self, version: &Arc<Version>, plan: Plan) -> Result<()> {
+    /// Executes `plan` (chosen on `version`, which must still be current for its levels),
+    /// then deletes the files it made obsolete. Caller holds `compaction_lock`.
+    ///
+    /// It takes `version` by value so that it can let go of it before the deletion pass: a
+    /// version still held keeps its files live, so the inputs of this compaction would
+    /// otherwise wait for the next pass (and, after the last compaction of a busy spell,
+    /// sit on disk until the next open).
+    fn run_compaction(&self, version: Arc<Version>, plan: Plan) -> Result<()> {
+        let result = self.compact_plan(&version, plan);
+        drop(version);
+        if result.is_ok() {
+            self.delete_obsolete_files();
+        }
+        result
+    }
+
+    fn compact_plan(&self, version: &Arc<Version>, plan: Plan) -> Result<()> {
         let mut edit = VersionEdit::default();
         for file in &plan.inputs {
             edit.deleted_files.push((plan.level, file.number));
@@ -1829,7 +1843,6 @@ impl DbInner {
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_read_bytes, plan.input_bytes());
         Counters::add(&self.counters.compaction_write_bytes, written);
-        self.delete_obsolete_files();
         Ok(())
     }
 
