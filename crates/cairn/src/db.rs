@@ -1790,6 +1790,7 @@ impl DbInner {
         result
     }
 
+    /// The work of `run_compaction` while it still holds `version`: merge, write, install.
     fn compact_plan(&self, version: &Arc<Version>, plan: Plan) -> Result<()> {
         let mut edit = VersionEdit::default();
         for file in &plan.inputs {
