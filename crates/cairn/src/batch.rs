@@ -74,6 +74,20 @@ impl WriteBatch {
         (1 + 4usize).saturating_add(key.len())
     }
 
+    /// A batch of one put, sized exactly (growing from empty reallocated about four times).
+    pub fn single_put(key: &[u8], value: &[u8]) -> Self {
+        let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, value));
+        batch.put(key, value);
+        batch
+    }
+
+    /// A batch of one delete, sized exactly.
+    pub fn single_delete(key: &[u8]) -> Self {
+        let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
+        batch.delete(key);
+        batch
+    }
+
     /// Adds a put.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.representation.push(ValueKind::Put as u8);
@@ -275,12 +289,15 @@ mod tests {
             BATCH_HEADER_BYTES + WriteBatch::put_bytes(&key, &value)
         );
         assert_eq!(put.representation.capacity(), capacity);
-        let mut delete = WriteBatch::with_capacity(WriteBatch::delete_bytes(&key));
-        delete.delete(&key);
+        let single = WriteBatch::single_put(&key, &value);
+        assert_eq!(single.representation, put.representation);
+        assert_eq!(single.representation.capacity(), single.size_bytes());
+        let delete = WriteBatch::single_delete(&key);
         assert_eq!(
             delete.size_bytes(),
             BATCH_HEADER_BYTES + WriteBatch::delete_bytes(&key)
         );
+        assert_eq!(delete.representation.capacity(), delete.size_bytes());
         // The in-place header matches what decoding expects.
         let encoded = put.encode(u64::MAX - 1).to_vec();
         let decoded = DecodedBatch::decode(&encoded).unwrap();

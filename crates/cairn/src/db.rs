@@ -412,10 +412,7 @@ impl Db {
 
     /// Sets `key` to `value` with explicit write options.
     pub fn put_with(&self, options: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        // Sized exactly: growing from empty reallocated four times per put.
-        let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, value));
-        batch.put(key, value);
-        self.write(options, batch)
+        self.write(options, WriteBatch::single_put(key, value))
     }
 
     /// Removes `key` (a tombstone; absent keys may be deleted).
@@ -425,9 +422,7 @@ impl Db {
 
     /// Removes `key` with explicit write options.
     pub fn delete_with(&self, options: &WriteOptions, key: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
-        batch.delete(key);
-        self.write(options, batch)
+        self.write(options, WriteBatch::single_delete(key))
     }
 
     /// Applies `batch` atomically: a reader at any snapshot sees all of it or none.
@@ -1362,15 +1357,9 @@ impl DbInner {
                 }
                 Update::Put(value) => {
                     check_value(&value)?;
-                    let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, &value));
-                    batch.put(key, &value);
-                    (batch, Some(value))
+                    (WriteBatch::single_put(key, &value), Some(value))
                 }
-                Update::Delete => {
-                    let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
-                    batch.delete(key);
-                    (batch, None)
-                }
+                Update::Delete => (WriteBatch::single_delete(key), None),
             };
             let payload_bytes = batch.size_bytes();
             let reservation = self.reserve(1, payload_bytes)?;
@@ -1464,16 +1453,8 @@ impl DbInner {
         // path does not.
         let (batch, new_value) = match decide(current.as_deref()) {
             Update::Keep => return Ok(current),
-            Update::Put(value) => {
-                let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, &value));
-                batch.put(key, &value);
-                (batch, Some(value))
-            }
-            Update::Delete => {
-                let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
-                batch.delete(key);
-                (batch, None)
-            }
+            Update::Put(value) => (WriteBatch::single_put(key, &value), Some(value)),
+            Update::Delete => (WriteBatch::single_delete(key), None),
         };
         self.write(&WriteOptions::default(), batch)?;
         Ok(new_value)
