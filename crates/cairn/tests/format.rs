@@ -480,6 +480,40 @@ fn v1_database_opens_and_reads_back() {
     assert_eq!(common::scan(&db).len(), present.len() + 1);
 }
 
+/// The same database, its MANIFEST rewritten to claim format version `version`: opening must
+/// fail with an error naming that version, and must not touch the files.
+#[test]
+fn v1_database_claiming_another_manifest_version_is_refused() {
+    for version in [0, MANIFEST_FORMAT_VERSION + 1] {
+        let directory = TempDir::new("format-manifest-version");
+        common::copy_dir(Path::new(V1_DB), directory.path());
+        let current = std::fs::read_to_string(directory.path().join("CURRENT")).unwrap();
+        let manifest = directory.path().join(current.trim_end());
+        let contents = parse_log(std::fs::read(&manifest).unwrap(), &manifest).unwrap();
+        let mut edits: Vec<VersionEdit> = contents
+            .records()
+            .map(|(_, payload)| VersionEdit::decode(payload).unwrap())
+            .collect();
+        edits[0].format_version = Some(version);
+        let file = StdFs.create(&manifest).unwrap();
+        let mut writer = LogWriter::new(file, manifest.clone());
+        for edit in &edits {
+            writer.add_record(&edit.encode()).unwrap();
+        }
+        writer.sync().unwrap();
+        let rewritten = std::fs::read(&manifest).unwrap();
+
+        let error = Db::open(directory.path(), std_options()).unwrap_err();
+        let message = error.to_string();
+        assert!(error.is_corruption(), "{message}");
+        assert!(
+            message.contains(&format!("MANIFEST format version {version}")),
+            "{message}"
+        );
+        assert_eq!(std::fs::read(&manifest).unwrap(), rewritten);
+    }
+}
+
 /// Writes `tests/data/v1-db/` and `tests/data/v1-db.expected`; run once per format version:
 /// `cargo test -p cairn --test format -- --ignored generate_v1_db`. It refuses to overwrite:
 /// a checked-in database is never regenerated (a new format version gets a new directory and

@@ -1,13 +1,15 @@
 //! Low-level SSTable framing: block handles, the per-block trailer, the footer, and
 //! [`read_block`], which fetches one block from a file, checks its checksum and decompresses it.
+//! The byte layouts are in docs/format.md ("Block trailer", "Block handle", "Footer"); the
+//! constants below mirror their offsets and sizes.
 //!
 //! Thread-safety contract: everything here is either plain data (`Copy` handles, the footer) or a
 //! free function over a shared `&dyn RandomAccessFile` (positional reads), so any number of
 //! threads may read blocks from one file at once.
 //!
 //! Invariants:
-//! 1. Every block on disk is `stored bytes ++ kind u8 ++ masked crc32c u32`, where the crc covers
-//!    the stored bytes followed by the kind byte; a [`BlockHandle`] covers only the stored bytes.
+//! 1. Every block on disk is followed by its trailer (kind byte, masked crc32c of the stored
+//!    bytes and the kind byte); a [`BlockHandle`] covers only the stored bytes.
 //! 2. A stored block is LZ4-compressed only if that saves at least 1/8 of its raw size.
 //! 3. Decoding never trusts a length from disk before bounds-checking it against the file size,
 //!    so a corrupt handle or size prefix yields `Error::Corruption`, never a huge allocation or a
