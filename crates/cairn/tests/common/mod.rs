@@ -1,5 +1,7 @@
 //! Code shared by integration tests. It lives in a directory so that cargo does not build it
-//! as a test target of its own; a test includes it with `mod common;`.
+//! as a test target of its own; a test includes it with `mod common;`. The linearizability
+//! checker (`linearizability.rs`) is included by `history.rs` alone, with `#[path]`, so that its
+//! unit tests run once rather than in every test binary.
 //!
 //! Thread-safety contract: the helpers are free functions over their arguments (plus
 //! `TempDir`, owned by one test); any test thread may call them.
@@ -14,8 +16,6 @@
 
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-
-pub mod linearizability;
 
 use cairn::{Db, Error, FileSystem, Options};
 use std::collections::BTreeMap;
