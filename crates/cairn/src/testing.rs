@@ -12,9 +12,6 @@
 use crate::batch::WriteBatch;
 use crate::key::SequenceNumber;
 
-pub use crate::batch::BATCH_HEADER_BYTES;
-pub use crate::version::MANIFEST_FORMAT_VERSION;
-
 /// The WAL record payload `batch` is logged as when its first entry gets `first_sequence`
 /// (what `Db::write` hands the WAL writer).
 pub fn encode_batch(batch: &mut WriteBatch, first_sequence: SequenceNumber) -> Vec<u8> {

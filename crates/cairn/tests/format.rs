@@ -30,8 +30,8 @@ use cairn::sstable::{
     BlockBuilder, BlockHandle, BloomFilter, BloomFilterBuilder, Footer, Table, TableBuilder,
     TableOptions,
 };
-use cairn::testing::{encode_batch, MANIFEST_FORMAT_VERSION};
-use cairn::version::{AddedFile, VersionEdit, VersionSet};
+use cairn::testing::encode_batch;
+use cairn::version::{AddedFile, VersionEdit, VersionSet, MANIFEST_FORMAT_VERSION};
 use cairn::wal::{parse_log, LogWriter};
 use cairn::{Compression, Db, Error, FileSystem, MemFs, Options, StdFs};
 use common::TempDir;
