@@ -1,9 +1,10 @@
 //! `WriteBatch`: a group of puts and deletes applied atomically, and its encoding.
 //!
 //! The encoded form is also the WAL record payload, so a batch is logged as one record and
-//! recovered all-or-nothing. Layout (docs/format.md, "WAL record payload"):
-//! `first_sequence u64 | count u32 | count × entry`, entry = `kind u8 | key_len u32 | key |
-//! (value_len u32 | value, for puts only)`. All integers fixed-width little-endian.
+//! recovered all-or-nothing. Its bytes are laid out in docs/format.md, "WAL record payload";
+//! [`BATCH_HEADER_BYTES`] mirrors the header there, and entry kinds are
+//! [`ValueKind`] values (on disk: never change). The layout has no
+//! version field of its own (docs/format.md, "Format versions").
 //!
 //! Invariants: 1. `count` equals the number of entries. 2. Entry `i` gets sequence
 //! `first_sequence + i`. 3. Keys and values respect the limits in `key`.
@@ -12,7 +13,7 @@ use crate::coding::{put_length_prefixed, put_u32, put_u64, Reader};
 use crate::error::{Error, Result};
 use crate::key::{check_key, check_value, SequenceNumber, ValueKind};
 
-/// Bytes before the first entry.
+/// Bytes before the first entry: `first_sequence u64 | count u32`. On disk: never change.
 pub const BATCH_HEADER_BYTES: usize = 12;
 
 /// Most entries one batch may hold (bounds the sequence numbers one write reserves).

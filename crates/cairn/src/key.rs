@@ -28,7 +28,8 @@ pub const KEY_BYTES_MAX: usize = 64 * 1024;
 /// Largest value accepted, in bytes.
 pub const VALUE_BYTES_MAX: usize = 256 * 1024 * 1024;
 
-/// What a record does to its key.
+/// What a record does to its key. The discriminants are stored in internal-key trailers, write
+/// batches and WAL records: on disk: never change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum ValueKind {

@@ -41,6 +41,8 @@ pub mod snapshot;
 pub mod stats;
 pub mod sync;
 pub mod table_cache;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod version;
 pub mod wal;
 pub mod wal_writer;

@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, OnceLock, Weak};
 
-/// MANIFEST format version written by this build.
+/// MANIFEST format version written by this build, and the only one it reads (tag 7 of the
+/// first record). Bump it (never reuse a number) for any change to a byte of a MANIFEST or a
+/// version edit; docs/format.md, "Changing the format", says what else that change must do.
 pub const MANIFEST_FORMAT_VERSION: u32 = 1;
 
 /// One SSTable and what the version knows about it.
@@ -250,6 +252,8 @@ impl AddedFile {
     }
 }
 
+/// Version edit field tags (docs/format.md, "MANIFEST record payload").
+/// On disk: never change a tag's number or meaning; a new field takes a new number.
 mod tag {
     pub const LOG_NUMBER: u8 = 1;
     pub const NEXT_FILE_NUMBER: u8 = 2;
@@ -267,7 +271,7 @@ fn level_byte(level: usize) -> u8 {
 }
 
 impl VersionEdit {
-    /// Encodes the edit (docs/format.md, "MANIFEST").
+    /// Encodes the edit (docs/format.md, "MANIFEST record payload", is the byte layout).
     pub fn encode(&self) -> Vec<u8> {
         let mut buffer = Vec::new();
         if let Some(version) = self.format_version {

@@ -1,12 +1,13 @@
 //! Record logs: the write-ahead log (WAL) and the MANIFEST share this framing.
 //!
-//! A log is a sequence of records, each `masked_crc32c u32 | length u32 | payload`, the
-//! checksum covering the length field and the payload, padded with zeros to a multiple of 8
-//! bytes so every record starts 8-byte aligned (docs/format.md, "Log record"). Alignment lets
-//! the concurrent WAL writer (`wal_writer`) publish a record with one atomic store of its
-//! 8-byte header.
+//! A log is a sequence of checksummed, 8-byte-aligned records; the byte layout is in
+//! docs/format.md, "Log record", and the constants below mirror it. Alignment lets the
+//! concurrent WAL writer (`wal_writer`) publish a record with one atomic store of its 8-byte
+//! header. The framing carries no version field of its own: docs/format.md, "Format versions",
+//! says how the next change to it introduces one. On disk: never change the meaning of these
+//! bytes without following docs/format.md, "Changing the format".
 //!
-//! Reading a log distinguishes two kinds of damage (DESIGN §6):
+//! Reading a log distinguishes two kinds of damage:
 //! 1. A *torn tail*: the last record was only partly written when the process or machine
 //!    died. Nothing valid follows it. It is expected after a crash; the reader stops there and
 //!    reports the offset so the caller can ignore it.
@@ -25,13 +26,13 @@ use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use std::path::{Path, PathBuf};
 
-/// Bytes of a record header.
+/// Bytes of a record header (`masked crc32c u32 | length u32`). On disk: never change.
 pub const RECORD_HEADER_BYTES: usize = 8;
 
 /// Largest payload a record may carry (bounded so a damaged length cannot ask for 4 GiB).
 pub const RECORD_PAYLOAD_BYTES_MAX: usize = 1 << 30;
 
-/// Records start at multiples of this many bytes.
+/// Records start at multiples of this many bytes. On disk: never change.
 pub const RECORD_ALIGNMENT: usize = 8;
 
 /// Bytes a record with `payload_bytes` of payload occupies, padding included.

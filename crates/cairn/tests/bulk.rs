@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
@@ -24,10 +26,7 @@ fn entry(rng: &mut SmallRng, index: u64) -> ([u8; 16], [u8; 100]) {
 #[test]
 #[ignore = "writes about 1.2 GB; run explicitly"]
 fn ten_million_random_puts_survive_reopen() {
-    let count: u64 = std::env::var("CAIRN_BULK_KEYS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(10_000_000);
+    let count: u64 = common::env_or("CAIRN_BULK_KEYS", 10_000_000);
     let directory = std::env::var("CAIRN_BULK_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir().join("cairn-bulk"));

@@ -11,6 +11,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -24,7 +26,7 @@ const READERS: usize = 2;
 const KEYS: u64 = 2000;
 
 fn key(index: u64) -> Vec<u8> {
-    format!("key{index:06}").into_bytes()
+    common::key(index, 6)
 }
 
 fn value(index: u64, writer: u64, counter: u64) -> Vec<u8> {
@@ -67,10 +69,7 @@ fn check_read(index: u64, bytes: &[u8], published: &[AtomicU64]) {
 
 #[test]
 fn two_writers_two_readers_small_memtable() {
-    let seconds = std::env::var("CAIRN_CONCURRENCY_SECONDS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(10u64);
+    let seconds: u64 = common::env_or("CAIRN_CONCURRENCY_SECONDS", 10);
     let directory = std::env::temp_dir().join(format!("cairn-concurrency-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&directory);
     let options = || Options {

@@ -18,6 +18,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use cairn::filename::{self, FileKind};
 use cairn::{Db, Error, FileSystem, MemFs, Options};
 use std::collections::BTreeMap;
@@ -43,7 +45,7 @@ fn options(fs: &MemFs) -> Options {
 }
 
 fn key(index: u32) -> Vec<u8> {
-    format!("key{index:05}").into_bytes()
+    common::key(index.into(), 5)
 }
 
 /// Builds the database; returns its files and the state before and after the last write.
@@ -161,11 +163,7 @@ fn corruption_sweep_detects_damage_in_every_file_type() {
     let mut keys: Vec<Vec<u8>> = state.keys().cloned().collect();
     keys.push(key(7));
     assert_eq!(read_all(&files, &keys).unwrap(), state);
-    let stride: usize = std::env::var("CAIRN_CORRUPTION_STRIDE")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(3)
-        .max(1);
+    let stride = common::env_or::<usize>("CAIRN_CORRUPTION_STRIDE", 3).max(1);
     let mut counts: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
     let mut failures = Vec::new();
     let mut kinds_seen = std::collections::BTreeSet::new();

@@ -21,6 +21,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use cairn::fault_fs::{FaultFs, FaultKind, FaultPlan};
 use cairn::{Db, Error, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
@@ -46,7 +48,7 @@ enum Step {
 const KEY_COUNT: u32 = 80;
 
 fn key(index: u32) -> Vec<u8> {
-    format!("key{index:04}").into_bytes()
+    common::key(index.into(), 4)
 }
 
 /// The fixed workload. Values carry their write index, so a value from the wrong write can
@@ -111,17 +113,9 @@ fn apply(state: &mut State, write: &Write) {
 
 fn options(fs: &FaultFs) -> Options {
     Options {
-        file_system: Arc::new(fs.clone()),
-        write_buffer_size_bytes: 2048,
-        max_immutable_memtables: 2,
-        block_size_bytes: 256,
         block_cache_size_bytes: 16 * 1024,
-        target_file_size_bytes: 4096,
-        level1_size_bytes_max: 8192,
         level_size_ratio: 4,
-        level0_compaction_trigger: 2,
-        manifest_size_bytes_max: 1024,
-        ..Options::default()
+        ..common::small_lsm_options(Arc::new(fs.clone()))
     }
 }
 
@@ -263,8 +257,7 @@ fn run(fs: &FaultFs, steps: &[Step], stop_on_error: bool) -> (Outcome, Option<Db
 }
 
 fn read_state(db: &Db) -> Result<State, Error> {
-    db.range(Bound::Unbounded, Bound::Unbounded)?
-        .collect::<Result<State, Error>>()
+    common::try_scan(db)
 }
 
 /// Reads every key through `get` as well as a scan; both must agree with one state.
@@ -331,13 +324,6 @@ fn verify_recovery(fs: &FaultFs, candidates: &[(&[Write], usize)]) -> Result<usi
     Ok(matched)
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn crash_at_every_write_point() {
     let steps = workload();
@@ -350,8 +336,8 @@ fn crash_at_every_write_point() {
     assert_eq!(outcome.acked(), writes.len());
     drop(db);
     let total = fs.write_point_count();
-    let seeds = env_usize("CAIRN_CRASH_SEEDS", 2) as u64;
-    let stride = env_usize("CAIRN_CRASH_STRIDE", 1).max(1);
+    let seeds = common::env_or::<u64>("CAIRN_CRASH_SEEDS", 2);
+    let stride = common::env_or::<usize>("CAIRN_CRASH_STRIDE", 1).max(1);
     let (mut points, mut images, mut failures) = (0u64, 0u64, Vec::new());
     let mut recovered_counts = Vec::new();
     for point in (0..total + 20).step_by(stride) {
@@ -400,7 +386,7 @@ fn io_error_sweep(kind: FaultKind) {
     assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     drop(db);
     let total = fs.operation_count();
-    let stride = env_usize("CAIRN_IO_STRIDE", 1).max(1);
+    let stride = common::env_or::<usize>("CAIRN_IO_STRIDE", 1).max(1);
     let (mut injections, mut failures) = (0u64, Vec::new());
     for index in (0..total + 20).step_by(stride) {
         let fs = FaultFs::new();

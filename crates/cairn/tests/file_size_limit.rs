@@ -11,6 +11,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use cairn::{Db, Error, Options};
 use std::process::Command;
 
@@ -26,7 +28,7 @@ fn options() -> Options {
 }
 
 fn key(counter: u64) -> Vec<u8> {
-    format!("key{counter:010}").into_bytes()
+    common::key(counter, 10)
 }
 
 #[test]

@@ -7,22 +7,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::panic::AssertUnwindSafe;
 
 fn iterations() -> usize {
-    std::env::var("CAIRN_FUZZ_ITERATIONS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(20000)
+    common::env_or("CAIRN_FUZZ_ITERATIONS", 20000)
 }
 
 fn seed() -> u64 {
-    std::env::var("CAIRN_FUZZ_SEED")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0x00f0_22ed)
+    common::env_or("CAIRN_FUZZ_SEED", 0x00f0_22ed)
 }
 
 /// A random input: mostly "build then damage" inputs (odd first byte), some raw ones, and

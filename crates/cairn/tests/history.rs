@@ -36,9 +36,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+// Included here only, so its own unit tests run in this binary and not in every test file.
+#[path = "common/linearizability.rs"]
+mod linearizability;
 
 use cairn::{Db, MemFs, Options, SequenceNumber, Update, WriteBatch, WriteOptions};
-use common::linearizability::{self, KeyModel, KeyOperation, Timed, Verdict};
+use linearizability::{KeyModel, KeyOperation, Timed, Verdict};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
@@ -718,10 +721,7 @@ fn search_check(events: &[Event]) -> SearchReport {
 
 #[test]
 fn concurrent_history_is_linearizable() {
-    let seconds = std::env::var("CAIRN_HISTORY_SECONDS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(3u64);
+    let seconds: u64 = common::env_or("CAIRN_HISTORY_SECONDS", 3);
     let started = Instant::now();
     let (events, final_state) = run_history(seconds);
     let running = started.elapsed();

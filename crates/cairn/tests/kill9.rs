@@ -16,6 +16,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -164,15 +166,8 @@ fn verify(directory: &Path, acked: &[Option<u64>], started: &Verified, cycle: us
 
 #[test]
 fn kill9_loop() {
-    let cycles: usize = std::env::var("CAIRN_KILL9_CYCLES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(20);
-    let reset_every: usize = std::env::var("CAIRN_KILL9_RESET_EVERY")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(25)
-        .max(1);
+    let cycles: usize = common::env_or("CAIRN_KILL9_CYCLES", 20);
+    let reset_every = common::env_or::<usize>("CAIRN_KILL9_RESET_EVERY", 25).max(1);
     let base = std::env::temp_dir().join(format!("cairn-kill9-{}", std::process::id()));
     let mut rng = SmallRng::seed_from_u64(
         std::env::var("CAIRN_KILL9_SEED")

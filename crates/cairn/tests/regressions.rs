@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use cairn::fault_fs::{FaultFs, FaultKind, FaultPlan};
 use cairn::version::{AddedFile, VersionEdit, VersionSet};
 use cairn::{Db, Error, FileSystem, Options, WriteOptions};
@@ -12,29 +14,14 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
+use common::scan;
+
 fn options(fs: &FaultFs) -> Options {
-    Options {
-        file_system: Arc::new(fs.clone()),
-        write_buffer_size_bytes: 2048,
-        max_immutable_memtables: 2,
-        block_size_bytes: 256,
-        target_file_size_bytes: 4096,
-        level1_size_bytes_max: 8192,
-        level0_compaction_trigger: 2,
-        manifest_size_bytes_max: 1024,
-        ..Options::default()
-    }
+    common::small_lsm_options(Arc::new(fs.clone()))
 }
 
 fn key(index: u32) -> Vec<u8> {
-    format!("key{index:05}").into_bytes()
-}
-
-fn scan(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    db.range(Bound::Unbounded, Bound::Unbounded)
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+    common::key(index.into(), 5)
 }
 
 /// Bug: recovery replays the newest WAL (whose tail was never synced), then creates its own

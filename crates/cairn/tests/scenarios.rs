@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use cairn::{Db, Error, MemFs, Options, WriteBatch, WriteOptions};
 use std::ops::Bound;
 use std::path::Path;
@@ -21,15 +23,10 @@ fn small_options(fs: &MemFs) -> Options {
 }
 
 fn key(index: u32) -> Vec<u8> {
-    format!("key{index:06}").into_bytes()
+    common::key(index.into(), 6)
 }
 
-fn collect(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.range(Bound::Unbounded, Bound::Unbounded)
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
+use common::scan_pairs as collect;
 
 #[test]
 fn reopen_replays_wal_and_keeps_flushed_data() {

@@ -1,14 +1,8 @@
 //! Sorted blocks of internal-key entries with prefix compression and restart points: the unit
 //! of I/O, caching and checksumming inside a table (data blocks and the index block).
 //!
-//! Encoding (all integers fixed-width little-endian):
-//!
-//! ```text
-//! entry*        each: shared u32, unshared u32, value_len u32,
-//!                     key[shared..] (unshared bytes), value (value_len bytes)
-//! restart u32 * restart_count   offsets of entries stored with shared == 0
-//! restart_count u32             >= 1
-//! ```
+//! The byte layout (entries, restart array, restart count) is in docs/format.md, "Data and
+//! index blocks"; it is not repeated here.
 //!
 //! Every `restart_interval`-th entry (starting with the first) is a restart point: it stores its
 //! whole key (`shared == 0`), and its offset is listed in the restart array, so a seek can

@@ -7,9 +7,9 @@
 //! lookup therefore touches one cache line. At 10 bits per key the false-positive rate is about
 //! 1 % (a little above a classic Bloom filter's 0.8 %, the price of locality).
 //!
-//! Encoding (all integers fixed-width little-endian):
-//! `block_count * 64 filter bytes, block_count u32, k u8` — the trailer is 5 bytes.
-//! Bit `b` (0..512) of block `j` is bit `b % 8` of byte `j * 64 + b / 8`.
+//! The byte layout and the exact hashing (which a reader must reproduce bit for bit, so it is
+//! part of the format: on disk: never change) are in docs/format.md, "Filter block";
+//! [`FILTER_BLOCK_BYTES`] and [`FILTER_TRAILER_BYTES`] mirror it.
 //!
 //! Thread-safety contract: a built [`BloomFilter`] is immutable and `Sync`; the builder is owned
 //! by one table builder.

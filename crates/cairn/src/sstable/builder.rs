@@ -4,7 +4,7 @@
 //! block adds one index entry (key = the block's last internal key, value = its encoded
 //! [`BlockHandle`]), i.e. one fence pointer. User keys go into a blocked Bloom filter (consecutive
 //! duplicates are added once). `finish` writes the filter, properties and index blocks, then the
-//! footer, and syncs the file; see the module doc of [`crate::sstable`] for the layout.
+//! footer, and syncs the file; docs/format.md, "SSTable", is the byte layout.
 //!
 //! Thread-safety contract: a builder is owned by one thread (`&mut self` throughout); it owns its
 //! `WritableFile`.

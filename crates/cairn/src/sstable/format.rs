@@ -1,13 +1,15 @@
 //! Low-level SSTable framing: block handles, the per-block trailer, the footer, and
 //! [`read_block`], which fetches one block from a file, checks its checksum and decompresses it.
+//! The byte layouts are in docs/format.md ("Block trailer", "Block handle", "Footer"); the
+//! constants below mirror their offsets and sizes.
 //!
 //! Thread-safety contract: everything here is either plain data (`Copy` handles, the footer) or a
 //! free function over a shared `&dyn RandomAccessFile` (positional reads), so any number of
 //! threads may read blocks from one file at once.
 //!
 //! Invariants:
-//! 1. Every block on disk is `stored bytes ++ kind u8 ++ masked crc32c u32`, where the crc covers
-//!    the stored bytes followed by the kind byte; a [`BlockHandle`] covers only the stored bytes.
+//! 1. Every block on disk is followed by its trailer (kind byte, masked crc32c of the stored
+//!    bytes and the kind byte); a [`BlockHandle`] covers only the stored bytes.
 //! 2. A stored block is LZ4-compressed only if that saves at least 1/8 of its raw size.
 //! 3. Decoding never trusts a length from disk before bounds-checking it against the file size,
 //!    so a corrupt handle or size prefix yields `Error::Corruption`, never a huge allocation or a
@@ -27,16 +29,29 @@ pub const BLOCK_TRAILER_BYTES: usize = 5;
 /// Bytes of the footer at the very end of every table file.
 pub const FOOTER_BYTES: usize = 64;
 
-/// The only table format version this code writes and reads.
+/// Footer offset of the `format_version` u32 (after the three 16-byte handles).
+pub const FOOTER_VERSION_OFFSET: usize = 3 * BLOCK_HANDLE_BYTES;
+
+/// Footer offset of the magic u64.
+pub const FOOTER_MAGIC_OFFSET: usize = FOOTER_VERSION_OFFSET + 4;
+
+/// Footer offset of the masked crc32c u32, which covers footer bytes `0..FOOTER_CRC_OFFSET`.
+pub const FOOTER_CRC_OFFSET: usize = FOOTER_MAGIC_OFFSET + 8;
+
+/// The table format version this code writes, and the only one it reads. On disk: bump it
+/// (never reuse a number) for any change to a byte of a table file; docs/format.md, "Changing
+/// the format", says what else that change must do.
 pub const FORMAT_VERSION: u32 = 1;
 
 /// Magic number at footer bytes 52..60; its little-endian bytes spell `cairnSST`.
+/// On disk: never change.
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"cairnSST");
 
-/// Compression kind byte: stored as is.
+/// Compression kind byte: stored as is. On disk: never change.
 pub const KIND_NONE: u8 = 0;
 
 /// Compression kind byte: LZ4 block format with a u32 LE uncompressed-size prefix.
+/// On disk: never change.
 pub const KIND_LZ4: u8 = 1;
 
 /// The position of a block's stored bytes in a table file (excluding the block trailer).
@@ -111,7 +126,8 @@ impl Footer {
     }
 
     /// Decodes and checks a footer read from `file` at `offset` (used in error messages).
-    /// Checks, in order: length, magic, checksum, format version.
+    /// Checks, in order: length, magic, checksum, format version (a version other than
+    /// [`FORMAT_VERSION`] is refused as too old or too new, never guessed at).
     pub fn decode(bytes: &[u8], file: &std::path::Path, offset: u64) -> Result<Footer> {
         let corrupt =
             |at: usize, reason: String| Error::corruption(file, offset + at as u64, reason);
@@ -121,18 +137,18 @@ impl Footer {
                 format!("footer is {} bytes, expected {FOOTER_BYTES}", bytes.len()),
             ));
         }
-        let magic = coding::get_u64(bytes, 52).unwrap_or(0);
+        let magic = coding::get_u64(bytes, FOOTER_MAGIC_OFFSET).unwrap_or(0);
         if magic != TABLE_MAGIC {
             return Err(corrupt(
-                52,
+                FOOTER_MAGIC_OFFSET,
                 format!("bad table magic {magic:#018x} (not a cairn table)"),
             ));
         }
-        let stored_crc = coding::get_u32(bytes, 60).unwrap_or(0);
-        let actual_crc = coding::masked_crc(bytes.get(..60).unwrap_or_default());
+        let stored_crc = coding::get_u32(bytes, FOOTER_CRC_OFFSET).unwrap_or(0);
+        let actual_crc = coding::masked_crc(bytes.get(..FOOTER_CRC_OFFSET).unwrap_or_default());
         if stored_crc != actual_crc {
             return Err(corrupt(
-                60,
+                FOOTER_CRC_OFFSET,
                 format!("footer checksum mismatch (stored {stored_crc:#010x}, computed {actual_crc:#010x})"),
             ));
         }
@@ -149,10 +165,16 @@ impl Footer {
             return Err(corrupt(0, "footer truncated".to_string()));
         };
         if format_version != FORMAT_VERSION {
+            let age = if format_version < FORMAT_VERSION {
+                "is too old"
+            } else {
+                "is newer than this build"
+            };
             return Err(corrupt(
-                48,
+                FOOTER_VERSION_OFFSET,
                 format!(
-                    "unsupported table format version {format_version} (expected {FORMAT_VERSION})"
+                    "table format version {format_version} {age}; this build reads version \
+                     {FORMAT_VERSION} only"
                 ),
             ));
         }

@@ -1,21 +1,8 @@
 //! The properties block: facts about a table recorded when it is built (key range, counts,
 //! sequence range, raw sizes), read once at open and kept in memory.
 //!
-//! Encoding (all integers fixed-width little-endian; byte strings are a u32 length then bytes):
-//!
-//! ```text
-//! offset  width  field
-//!      0      4  format_version u32
-//!      4      8  entry_count u64
-//!     12      8  delete_count u64
-//!     20      8  smallest_sequence u64
-//!     28      8  largest_sequence u64
-//!     36      8  raw_key_bytes u64      (sum of internal key lengths, trailers included)
-//!     44      8  raw_value_bytes u64
-//!     52      8  data_block_count u64
-//!     60  4 + n  smallest_key           (internal key; empty for an empty table)
-//!      …  4 + m  largest_key            (internal key; empty for an empty table)
-//! ```
+//! The byte layout is in docs/format.md, "Properties block"; [`PROPERTIES_FIXED_BYTES`] mirrors
+//! the offset of its first length-prefixed key. Its `format_version` must equal the footer's.
 //!
 //! Thread-safety contract: plain immutable data once decoded.
 //!
@@ -26,6 +13,10 @@
 use crate::coding::{self, Reader};
 use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber};
 use std::cmp::Ordering;
+
+/// Bytes of the fixed part of the properties block: `format_version u32` and seven u64
+/// counters, i.e. the offset of the length-prefixed smallest key. On disk: never change.
+pub const PROPERTIES_FIXED_BYTES: usize = 4 + 7 * 8;
 
 /// Facts about one table.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -55,7 +46,9 @@ pub struct TableProperties {
 impl TableProperties {
     /// The encoded properties block.
     pub fn encode(&self) -> Vec<u8> {
-        let mut buffer = Vec::with_capacity(68 + self.smallest_key.len() + self.largest_key.len());
+        let mut buffer = Vec::with_capacity(
+            PROPERTIES_FIXED_BYTES + 8 + self.smallest_key.len() + self.largest_key.len(),
+        );
         coding::put_u32(&mut buffer, self.format_version);
         for value in [
             self.entry_count,
@@ -68,6 +61,7 @@ impl TableProperties {
         ] {
             coding::put_u64(&mut buffer, value);
         }
+        debug_assert_eq!(buffer.len(), PROPERTIES_FIXED_BYTES);
         coding::put_length_prefixed(&mut buffer, &self.smallest_key);
         coding::put_length_prefixed(&mut buffer, &self.largest_key);
         buffer

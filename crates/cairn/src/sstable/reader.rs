@@ -71,76 +71,12 @@ impl Table {
     ) -> Result<Table> {
         let path: Arc<Path> = Arc::from(file.path());
         let size_bytes = file.size_bytes();
-        let footer_offset = size_bytes.checked_sub(FOOTER_BYTES as u64).ok_or_else(|| {
-            Error::corruption(
-                path.as_ref(),
-                0,
-                format!("file of {size_bytes} bytes is shorter than a table footer ({FOOTER_BYTES} bytes)"),
-            )
-        })?;
-        let mut footer_bytes = [0u8; FOOTER_BYTES];
-        file.read_exact_at(footer_offset, &mut footer_bytes)?;
-        let footer = Footer::decode(&footer_bytes, &path, footer_offset)?;
-
-        let corrupt =
-            |offset: u64, reason: String| Error::corruption(path.as_ref(), offset, reason);
-        for (name, handle) in [
-            ("index", footer.index),
-            ("filter", footer.filter),
-            ("properties", footer.properties),
-        ] {
-            if !matches!(handle.end_with_trailer(), Some(end) if end <= footer_offset) {
-                return Err(corrupt(
-                    footer_offset,
-                    format!("{name} block handle {handle:?} points past the footer"),
-                ));
-            }
-        }
-
-        let contents = read_block_contents(file.as_ref(), footer.properties, true)?;
-        let properties = TableProperties::decode(&contents.data).map_err(|(at, reason)| {
-            corrupt(
-                footer.properties.offset + at as u64,
-                format!("properties block: {reason}"),
-            )
-        })?;
-        if properties.format_version != footer.format_version {
-            return Err(corrupt(
-                footer.properties.offset,
-                format!(
-                    "properties format version {} differs from the footer's {}",
-                    properties.format_version, footer.format_version
-                ),
-            ));
-        }
-
-        let filter = if footer.filter == BlockHandle::default() {
-            None
-        } else {
-            let contents = read_block_contents(file.as_ref(), footer.filter, true)?;
-            let filter = BloomFilter::decode(contents.data).map_err(|reason| {
-                corrupt(footer.filter.offset, format!("filter block: {reason}"))
-            })?;
-            Some(filter)
-        };
-
-        let contents = read_block_contents(file.as_ref(), footer.index, true)?;
-        let index = Arc::new(Block::new(
-            contents.data,
-            BlockOrigin {
-                file: Arc::clone(&path),
-                offset: footer.index.offset,
-                compressed: contents.compressed,
-            },
-        )?);
-        let data_limit = [footer.index, footer.filter, footer.properties]
-            .iter()
-            .filter(|handle| **handle != BlockHandle::default())
-            .map(|handle| handle.offset)
-            .min()
-            .unwrap_or(footer_offset);
-        check_index(&index, data_limit, &properties)?;
-
+        let (footer, footer_offset) = read_footer(file.as_ref(), &path)?;
+        check_metadata_handles(&footer, footer_offset, &path)?;
+        let properties = read_properties(file.as_ref(), &footer, &path)?;
+        let filter = read_filter(file.as_ref(), &footer, &path)?;
+        let index = read_index(file.as_ref(), &footer, &path)?;
+        check_index(&index, data_limit(&footer, footer_offset), &properties)?;
         let cache_id = cache.as_ref().map_or(0, |cache| cache.new_id());
         Ok(Table {
             file,
@@ -299,6 +235,118 @@ impl Table {
         }
         Ok(block)
     }
+}
+
+/// Open step 1: reads and decodes the footer; returns it with its file offset.
+fn read_footer(file: &dyn RandomAccessFile, path: &Arc<Path>) -> Result<(Footer, u64)> {
+    let size_bytes = file.size_bytes();
+    let footer_offset = size_bytes.checked_sub(FOOTER_BYTES as u64).ok_or_else(|| {
+        Error::corruption(
+            path.as_ref(),
+            0,
+            format!(
+                "file of {size_bytes} bytes is shorter than a table footer ({FOOTER_BYTES} bytes)"
+            ),
+        )
+    })?;
+    let mut footer_bytes = [0u8; FOOTER_BYTES];
+    file.read_exact_at(footer_offset, &mut footer_bytes)?;
+    let footer = Footer::decode(&footer_bytes, path, footer_offset)?;
+    Ok((footer, footer_offset))
+}
+
+/// Open step 2: every metadata block (with its trailer) must end before the footer.
+fn check_metadata_handles(footer: &Footer, footer_offset: u64, path: &Arc<Path>) -> Result<()> {
+    for (name, handle) in [
+        ("index", footer.index),
+        ("filter", footer.filter),
+        ("properties", footer.properties),
+    ] {
+        if !matches!(handle.end_with_trailer(), Some(end) if end <= footer_offset) {
+            return Err(Error::corruption(
+                path.as_ref(),
+                footer_offset,
+                format!("{name} block handle {handle:?} points past the footer"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Open step 3: the properties block, always checksum-verified, whose format version must
+/// match the footer's.
+fn read_properties(
+    file: &dyn RandomAccessFile,
+    footer: &Footer,
+    path: &Arc<Path>,
+) -> Result<TableProperties> {
+    let corrupt = |offset: u64, reason: String| Error::corruption(path.as_ref(), offset, reason);
+    let contents = read_block_contents(file, footer.properties, true)?;
+    let properties = TableProperties::decode(&contents.data).map_err(|(at, reason)| {
+        corrupt(
+            footer.properties.offset + at as u64,
+            format!("properties block: {reason}"),
+        )
+    })?;
+    if properties.format_version != footer.format_version {
+        return Err(corrupt(
+            footer.properties.offset,
+            format!(
+                "properties format version {} differs from the footer's {}",
+                properties.format_version, footer.format_version
+            ),
+        ));
+    }
+    Ok(properties)
+}
+
+/// Open step 4: the Bloom filter, if the table has one (a `{0, 0}` handle means none).
+fn read_filter(
+    file: &dyn RandomAccessFile,
+    footer: &Footer,
+    path: &Arc<Path>,
+) -> Result<Option<BloomFilter>> {
+    if footer.filter == BlockHandle::default() {
+        return Ok(None);
+    }
+    let contents = read_block_contents(file, footer.filter, true)?;
+    let filter = BloomFilter::decode(contents.data).map_err(|reason| {
+        Error::corruption(
+            path.as_ref(),
+            footer.filter.offset,
+            format!("filter block: {reason}"),
+        )
+    })?;
+    Ok(Some(filter))
+}
+
+/// Open step 5: the index block, always checksum-verified (its entries are checked by
+/// [`check_index`]).
+fn read_index(
+    file: &dyn RandomAccessFile,
+    footer: &Footer,
+    path: &Arc<Path>,
+) -> Result<Arc<Block>> {
+    let contents = read_block_contents(file, footer.index, true)?;
+    let index = Block::new(
+        contents.data,
+        BlockOrigin {
+            file: Arc::clone(path),
+            offset: footer.index.offset,
+            compressed: contents.compressed,
+        },
+    )?;
+    Ok(Arc::new(index))
+}
+
+/// Where data blocks must end: the first metadata block (or the footer if there is none).
+fn data_limit(footer: &Footer, footer_offset: u64) -> u64 {
+    [footer.index, footer.filter, footer.properties]
+        .iter()
+        .filter(|handle| **handle != BlockHandle::default())
+        .map(|handle| handle.offset)
+        .min()
+        .unwrap_or(footer_offset)
 }
 
 /// Validates every index entry against the properties: handles decode, data blocks are in
