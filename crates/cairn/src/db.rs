@@ -1296,7 +1296,7 @@ impl DbInner {
             }
         }
         for level in 1..version.level_count() {
-            if let Some(file) = version.find_file(level, key) {
+            for file in version.find_files(level, key) {
                 let table = self.table_cache.table(file)?;
                 if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
                     return Ok(Some(owned_version(found_sequence, kind, &value)));
@@ -1494,8 +1494,7 @@ impl DbInner {
             }
         }
         for level in 1..version.level_count() {
-            let files = version.overlapping_files(level, lower, upper);
-            if !files.is_empty() {
+            for files in version.overlapping_runs(level, lower, upper) {
                 children.push(Box::new(LevelIterator::new(
                     files,
                     Arc::clone(&self.table_cache),
