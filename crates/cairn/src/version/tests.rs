@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::fs::{FileSystem, MemFs};
-use std::path::Path;
 use crate::key::{internal_key, ValueKind};
+use std::path::Path;
 
 fn added(number: u64, low: &[u8], high: &[u8]) -> AddedFile {
     AddedFile {
