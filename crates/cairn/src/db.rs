@@ -1809,7 +1809,8 @@ impl DbInner {
         }
         let mut merged = MergingIterator::new(children);
         let snapshots = self.snapshots.sequences();
-        let mut filter = VersionFilter::new(&snapshots, Some((version, plan.output_level)));
+        let mut filter = VersionFilter::new(&snapshots, Some((version, plan.output_level)))
+            .with_compaction_filter(self.options.compaction_filter.as_deref(), plan.output_level);
         let outputs = self.write_outputs(
             &mut merged,
             &mut filter,

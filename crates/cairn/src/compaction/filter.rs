@@ -42,7 +42,9 @@ pub enum FilterDecision {
 /// A user hook deciding, during compaction, what happens to the newest value of a key (for
 /// instance dropping expired keys). It sees only values no snapshot can read, so its
 /// decisions never change what an open snapshot or iterator shows. It must be deterministic
-/// enough that applying it twice (a key compacted again later) is harmless.
+/// enough that applying it twice (a key compacted again later) is harmless. It runs only when
+/// compaction rewrites a file: flushes and trivial moves (a file moved down a level unread)
+/// do not call it, so an expired key disappears at the next merge that reads it.
 pub trait CompactionFilter: Send + Sync + std::fmt::Debug {
     /// Decides about the newest `Put` of `user_key`, being written to `output_level`.
     fn filter(&self, output_level: usize, user_key: &[u8], value: &[u8]) -> FilterDecision;

@@ -107,3 +107,117 @@ fn filter_keeps_one_version_per_snapshot_stripe() {
     let mut filter = VersionFilter::new(&[], None);
     assert!(filter.keep(b"c", 3, ValueKind::Delete));
 }
+
+/// Drops keys starting with "expired", upper-cases values of keys starting with "shout".
+#[derive(Debug)]
+struct Expiry;
+
+impl CompactionFilter for Expiry {
+    fn filter(&self, _output_level: usize, user_key: &[u8], value: &[u8]) -> FilterDecision {
+        if user_key.starts_with(b"expired") {
+            FilterDecision::Remove
+        } else if user_key.starts_with(b"shout") {
+            FilterDecision::Change(value.to_ascii_uppercase())
+        } else {
+            FilterDecision::Keep
+        }
+    }
+}
+
+#[test]
+fn compaction_filter_sees_only_the_newest_put_that_no_snapshot_reads() {
+    let expiry = Expiry;
+    // Not the base level (a deeper file covers every key): Remove becomes a tombstone.
+    let deeper = version(vec![(3, file(1, "a", "z", 10))]);
+    let mut filter =
+        VersionFilter::new(&[5], Some((&deeper, 2))).with_compaction_filter(Some(&expiry), 2);
+    let put = ValueKind::Put;
+    assert_eq!(
+        filter.decide(b"expired1", 9, put, b"v"),
+        Decision::Rewrite(ValueKind::Delete, Vec::new())
+    );
+    // Seen by snapshot 5: kept as it is, although the hook would remove it.
+    assert_eq!(filter.decide(b"expired1", 4, put, b"v"), Decision::Keep);
+    assert_eq!(filter.decide(b"expired2", 3, put, b"v"), Decision::Keep);
+    assert_eq!(
+        filter.decide(b"shout", 8, put, b"hi"),
+        Decision::Rewrite(ValueKind::Put, b"HI".to_vec())
+    );
+    assert_eq!(filter.decide(b"shout", 7, put, b"old"), Decision::Drop);
+    assert_eq!(
+        filter.decide(b"tombstone", 9, ValueKind::Delete, b""),
+        Decision::Keep
+    );
+    // At the base level with no snapshots, a removed key leaves nothing behind.
+    let empty = Version::empty(4);
+    let mut filter =
+        VersionFilter::new(&[], Some((&empty, 2))).with_compaction_filter(Some(&expiry), 2);
+    assert_eq!(filter.decide(b"expired1", 9, put, b"v"), Decision::Drop);
+    assert_eq!(filter.decide(b"expired1", 8, put, b"v"), Decision::Drop);
+    assert_eq!(filter.decide(b"kept", 8, put, b"v"), Decision::Keep);
+}
+
+#[test]
+fn write_tables_applies_decisions_and_cuts_only_between_user_keys() {
+    use crate::fs::{FileSystem, MemFs};
+    use crate::iter::test_support::collect_forward;
+    use crate::iter::VecIterator;
+    use crate::sstable::TableOptions;
+    use crate::table_cache::TableCache;
+    use std::path::Path;
+    let fs = Arc::new(MemFs::new());
+    fs.create_dir_all(Path::new("/db")).unwrap();
+    let mut entries = Vec::new();
+    for index in 0..200u64 {
+        let key = if index % 3 == 0 {
+            format!("expired{index:04}")
+        } else {
+            format!("key{index:04}")
+        };
+        for sequence in [1000 + index, index + 1] {
+            entries.push((
+                internal_key(key.as_bytes(), sequence, ValueKind::Put),
+                vec![b'v'; 100],
+            ));
+        }
+    }
+    let mut input = VecIterator::new(entries);
+    let deeper = version(vec![(3, file(1, "a", "z", 10))]);
+    let expiry = Expiry;
+    let mut filter =
+        VersionFilter::new(&[], Some((&deeper, 2))).with_compaction_filter(Some(&expiry), 2);
+    let settings = OutputSettings {
+        file_system: fs.as_ref(),
+        directory: Path::new("/db"),
+        table_options: TableOptions::default(),
+        target_file_size_bytes: Some(4096),
+    };
+    let mut next = 100;
+    let mut allocate = || {
+        next += 1;
+        next
+    };
+    let outputs = write_tables(&mut input, &mut filter, &settings, &mut allocate).unwrap();
+    assert!(
+        outputs.len() > 1,
+        "expected several outputs, got {}",
+        outputs.len()
+    );
+    let tables = TableCache::new(fs.clone(), "/db".into(), None, true);
+    let mut kinds = (0, 0);
+    for output in &outputs {
+        let table = tables.table(&output.to_meta()).unwrap();
+        for (key, value) in collect_forward(&mut table.iter()).unwrap() {
+            let parsed = crate::key::parse_internal_key(&key).unwrap();
+            assert!(parsed.sequence >= 1000, "an older version survived");
+            if parsed.user_key.starts_with(b"expired") {
+                assert_eq!((parsed.kind, value.len()), (ValueKind::Delete, 0));
+                kinds.0 += 1;
+            } else {
+                assert_eq!(parsed.kind, ValueKind::Put);
+                kinds.1 += 1;
+            }
+        }
+    }
+    assert_eq!(kinds, (67, 133));
+}
