@@ -1296,7 +1296,7 @@ impl DbInner {
             }
         }
         for level in 1..version.level_count() {
-            if let Some(file) = version.find_file(level, key) {
+            for file in version.find_files(level, key) {
                 let table = self.table_cache.table(file)?;
                 if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
                     return Ok(Some(owned_version(found_sequence, kind, &value)));
@@ -1494,8 +1494,7 @@ impl DbInner {
             }
         }
         for level in 1..version.level_count() {
-            let files = version.overlapping_files(level, lower, upper);
-            if !files.is_empty() {
+            for files in version.overlapping_runs(level, lower, upper) {
                 children.push(Box::new(LevelIterator::new(
                     files,
                     Arc::clone(&self.table_cache),
@@ -1810,7 +1809,8 @@ impl DbInner {
         }
         let mut merged = MergingIterator::new(children);
         let snapshots = self.snapshots.sequences();
-        let mut filter = VersionFilter::new(&snapshots, Some((version, plan.output_level)));
+        let mut filter = VersionFilter::new(&snapshots, Some((version, plan.output_level)))
+            .with_compaction_filter(self.options.compaction_filter.as_deref(), plan.output_level);
         let outputs = self.write_outputs(
             &mut merged,
             &mut filter,

@@ -404,7 +404,7 @@ pub fn fuzz_version_edit(data: &[u8]) {
         };
         let _ = apply_edit(&version, &undo);
         for level in 1..version.level_count() {
-            let _ = version.find_file(level, b"key");
+            let _ = version.find_files(level, b"key").count();
             let _ = version.overlapping_files(level, Some(b"a"), Some(b"z"));
         }
     }

@@ -48,6 +48,7 @@ pub mod wal;
 pub mod wal_writer;
 
 pub use batch::WriteBatch;
+pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{Db, Update};
 pub use db_iter::{DbIterator, RangeIter};
 pub use snapshot::Snapshot;

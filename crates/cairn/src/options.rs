@@ -64,6 +64,9 @@ pub struct Options {
     pub manifest_size_bytes_max: u64,
     /// Verify block checksums on every read (always done for compaction inputs).
     pub verify_checksums: bool,
+    /// A hook asked, when compaction rewrites a key, whether to keep, remove or change its
+    /// newest value (for instance to expire keys); see `compaction::CompactionFilter`.
+    pub compaction_filter: Option<Arc<dyn crate::compaction::CompactionFilter>>,
 }
 
 impl Default for Options {
@@ -90,6 +93,7 @@ impl Default for Options {
             level_size_ratio: 10,
             manifest_size_bytes_max: 64 * 1024 * 1024,
             verify_checksums: true,
+            compaction_filter: None,
         }
     }
 }

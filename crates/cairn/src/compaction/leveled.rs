@@ -1,0 +1,164 @@
+//! Leveling as in LevelDB: one run per level >= 1, each `level_size_ratio` times the last.
+//!
+//! Level 0 is scored by file count against `level0_compaction_trigger`, level `i >= 1` by bytes
+//! against `level1_size_bytes_max * level_size_ratio^(i-1)`; the last level has no limit. The
+//! highest score >= 1 whose levels are not busy wins (ties go to the deeper level). A level-0
+//! compaction takes every level-0 file (they overlap, and taking only some could put an older
+//! version above a newer one); a deeper one takes the first file after the level's
+//! round-robin compact pointer that is not being compacted. The output goes into the one run
+//! of the next level, together with that run's files overlapping the inputs. A single input
+//! with nothing under it is moved, not rewritten.
+//!
+//! Invariants: those of every policy (see `policy`), plus
+//! 1. plans always go from `level` to `level + 1` and into run 0 of it;
+//! 2. with no busy level and no file being compacted, the decision is the one the leveled
+//!    picker has always made (the picker testdata pins it).
+//!
+//! Thread-safety contract: `Leveled` is a unit struct; `choose` is pure.
+
+use super::plan::{OutputRun, Plan};
+use super::policy::{Choice, CompactionPolicy, CompactionState};
+use super::ShapeOptions;
+use crate::key::compare_internal_keys;
+use crate::version::{FileMeta, Version};
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// The leveled compaction policy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Leveled;
+
+impl CompactionPolicy for Leveled {
+    fn name(&self) -> &'static str {
+        "leveled"
+    }
+
+    fn choose(&self, version: &Version, state: &CompactionState) -> Choice {
+        let scores = level_scores(version, &state.shape);
+        let mut candidates: Vec<(usize, f64)> = scores
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, score)| *score >= 1.0)
+            .collect();
+        // Highest score first; among equal scores the deeper level first.
+        candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        for (level, score) in candidates {
+            if state.levels_busy(level, level + 1) {
+                continue;
+            }
+            if let Some(mut plan) = self.pick_level(version, state, level) {
+                plan.reason = format!("level {level} score {score:.2}");
+                // Postconditions: policy invariants 1 and 2.
+                debug_assert_eq!(plan.check(version), Ok(()));
+                debug_assert!(!state.plan_collides(&plan));
+                return Choice::Compact(plan);
+            }
+        }
+        Choice::Nothing
+    }
+}
+
+impl Leveled {
+    /// The plan for `level`, or None if every candidate collides with running work.
+    fn pick_level(&self, version: &Version, state: &CompactionState, level: usize) -> Option<Plan> {
+        if level == 0 {
+            let plan = plan_for_inputs(version, 0, version.files(0).to_vec())?;
+            return (!state.plan_collides(&plan)).then_some(plan);
+        }
+        let files = version.files(level);
+        let start = first_after_pointer(files, state.pointer(level));
+        // Round robin from the pointer, wrapping, skipping files a running job holds.
+        (0..files.len())
+            .filter_map(|offset| files.get((start + offset) % files.len()))
+            .filter_map(|file| plan_for_inputs(version, level, vec![Arc::clone(file)]))
+            .find(|plan| !state.plan_collides(plan))
+    }
+}
+
+/// Index of the first file whose largest key is after `pointer` (0 if none or no pointer).
+fn first_after_pointer(files: &[Arc<FileMeta>], pointer: Option<&[u8]>) -> usize {
+    pointer
+        .map(|key| {
+            files.partition_point(|file| {
+                compare_internal_keys(&file.largest, key) != Ordering::Greater
+            })
+        })
+        .filter(|&index| index < files.len())
+        .unwrap_or(0)
+}
+
+/// Maximum bytes of `level` (>= 1).
+pub fn level_size_bytes_max(shape: &ShapeOptions, level: usize) -> u64 {
+    let mut size = shape.level1_size_bytes_max;
+    for _ in 1..level {
+        size = size.saturating_mul(shape.level_size_ratio);
+    }
+    size
+}
+
+/// How far over its limit each level is (>= 1 means it needs compaction). The last level has
+/// no limit.
+pub fn level_scores(version: &Version, shape: &ShapeOptions) -> Vec<f64> {
+    let last = version.level_count().saturating_sub(1);
+    (0..version.level_count())
+        .map(|level| {
+            if level == last {
+                0.0
+            } else if level == 0 {
+                version.files(0).len() as f64 / shape.level0_compaction_trigger as f64
+            } else {
+                version.level_bytes(level) as f64 / level_size_bytes_max(shape, level) as f64
+            }
+        })
+        .collect()
+}
+
+/// Builds a plan compacting `inputs` of `level` into the one run of `level + 1`.
+pub fn plan_for_inputs(
+    version: &Version,
+    level: usize,
+    inputs: Vec<Arc<FileMeta>>,
+) -> Option<Plan> {
+    if inputs.is_empty() || level + 1 >= version.level_count() {
+        return None;
+    }
+    // Precondition: the inputs are live at `level` (a stale plan would resurrect or lose data).
+    debug_assert!(inputs.iter().all(|input| version
+        .files(level)
+        .iter()
+        .any(|file| file.number == input.number)));
+    let lower = inputs.iter().map(|file| file.smallest_user_key()).min()?;
+    let upper = inputs.iter().map(|file| file.largest_user_key()).max()?;
+    let output_run = OutputRun::Merge(0);
+    let output_level_inputs = version
+        .level(level + 1)
+        .run_at(0)
+        .overlapping_files(Some(lower), Some(upper))
+        .to_vec();
+    let plan = Plan {
+        level,
+        output_level: level + 1,
+        output_run,
+        inputs,
+        output_level_inputs,
+        reason: String::new(),
+    };
+    // Postcondition: plan invariants hold against the version it was made from.
+    debug_assert_eq!(plan.check(version), Ok(()));
+    Some(plan)
+}
+
+/// A plan for `compact_range`: the files of `level` overlapping `[lower, upper]`. Level 0
+/// takes every overlapping file; deeper levels take the overlapping part of the run.
+pub fn plan_for_range(
+    version: &Version,
+    level: usize,
+    lower: Option<&[u8]>,
+    upper: Option<&[u8]>,
+) -> Option<Plan> {
+    let inputs = version.overlapping_files(level, lower, upper);
+    let mut plan = plan_for_inputs(version, level, inputs)?;
+    plan.reason = format!("manual compaction of level {level}");
+    Some(plan)
+}

@@ -1,0 +1,433 @@
+//! Versions: which SSTables make up the database, arranged in levels of sorted runs.
+//!
+//! A [`Version`] is an immutable list of levels; a level is a list of **sorted runs**, newest
+//! first; a run is a list of files sorted by key whose user-key ranges do not overlap. Every
+//! flush or compaction produces a [`VersionEdit`] (files added and removed, counters), which
+//! [`VersionSet`] appends to the MANIFEST and syncs *before* the new version is installed.
+//!
+//! Run placement is derived, not recorded: the MANIFEST names a level for each file and no
+//! run (no on-disk format change). [`apply_edit`] removes deleted files from their runs and
+//! places each added file at level 0 in a run of its own, and at a level >= 1 in the level's
+//! newest run (a new run if the level is empty). Under leveling this yields today's shape: one
+//! run per level-0 file, one run per deeper level. Policies that keep several runs per level
+//! (tiering) need a later MANIFEST format version that records run ids.
+//!
+//! Invariants:
+//! 1. Level 0 holds one run per file, ordered newest first (highest file number first, since
+//!    one flusher numbers them in flush order); level-0 files may overlap each other.
+//! 2. Within a run, files are ordered by smallest key and do not overlap in user keys; no user
+//!    key is split across two files of one run (compaction never cuts a file between two
+//!    versions of one key).
+//! 3. Runs of a level are ordered newest first: for any user key, an entry in run `i` is newer
+//!    than every entry of that key in run `j > i`, and any entry at level `l` is newer than
+//!    every entry of that key at level `l + 1`. Lookups rely on this to stop at the first hit.
+//! 4. No run is empty, and a file number appears at most once in a version.
+//! 5. A file is deleted from disk only when no live `Version` lists it (see `db` for the
+//!    obsolete-file sweep).
+//!
+//! [`Version::check_invariants`] checks 1, 2 and 4 (and that each file's smallest key is not
+//! above its largest); 3 is kept by construction (placement above, and compactions that only
+//! ever write a level's output below or beside older data). It runs on every version built by
+//! `apply_edit`, so a MANIFEST describing an impossible shape is reported as corruption.
+//!
+//! Thread-safety contract: `Version`, `Level` and `FileMeta` are immutable once built and shared
+//! by `Arc` (a `FileMeta` caches its opened table in a `OnceLock`); `VersionSet` is not
+//! synchronised itself — the database holds it in a mutex taken only by background work and
+//! open, never by reads or writes.
+
+mod edit;
+mod set;
+#[cfg(test)]
+mod tests;
+
+pub use edit::{AddedFile, VersionEdit};
+pub use set::{RecoveredManifest, VersionSet};
+
+use crate::key::{compare_internal_keys, user_key, SequenceNumber};
+use crate::sstable::Table;
+use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
+
+/// MANIFEST format version written by this build, and the only one it reads (tag 7 of the
+/// first record). Bump it (never reuse a number) for any change to a byte of a MANIFEST or a
+/// version edit; docs/format.md, "Changing the format", says what else that change must do.
+pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+
+/// One SSTable and what the version knows about it.
+#[derive(Debug)]
+pub struct FileMeta {
+    /// File number (names `NNNNNN.sst`).
+    pub number: u64,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// Smallest internal key in the file.
+    pub smallest: Vec<u8>,
+    /// Largest internal key in the file.
+    pub largest: Vec<u8>,
+    /// Smallest sequence number in the file.
+    pub smallest_sequence: SequenceNumber,
+    /// Largest sequence number in the file.
+    pub largest_sequence: SequenceNumber,
+    /// The opened table, filled on first use and kept while the file is live.
+    pub table: OnceLock<Arc<Table>>,
+}
+
+impl FileMeta {
+    /// Metadata for a file whose table is not opened yet.
+    pub fn new(
+        number: u64,
+        size_bytes: u64,
+        smallest: Vec<u8>,
+        largest: Vec<u8>,
+        smallest_sequence: SequenceNumber,
+        largest_sequence: SequenceNumber,
+    ) -> Self {
+        FileMeta {
+            number,
+            size_bytes,
+            smallest,
+            largest,
+            smallest_sequence,
+            largest_sequence,
+            table: OnceLock::new(),
+        }
+    }
+
+    /// Smallest user key.
+    pub fn smallest_user_key(&self) -> &[u8] {
+        user_key(&self.smallest)
+    }
+
+    /// Largest user key.
+    pub fn largest_user_key(&self) -> &[u8] {
+        user_key(&self.largest)
+    }
+
+    /// True if the file's user-key range intersects `[lower, upper]` (None = unbounded).
+    pub fn overlaps(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> bool {
+        let after_upper = upper.is_some_and(|upper| self.smallest_user_key() > upper);
+        let before_lower = lower.is_some_and(|lower| self.largest_user_key() < lower);
+        !after_upper && !before_lower
+    }
+}
+
+/// One sorted run: files ordered by smallest key, non-overlapping in user keys (a borrowed
+/// view into its level).
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    files: &'a [Arc<FileMeta>],
+}
+
+impl<'a> Run<'a> {
+    /// A run over `files`, which must be sorted and non-overlapping (see [`Run::check`]).
+    pub fn new(files: &'a [Arc<FileMeta>]) -> Self {
+        Run { files }
+    }
+
+    /// The run's files, by smallest key.
+    pub fn files(&self) -> &'a [Arc<FileMeta>] {
+        self.files
+    }
+
+    /// Total bytes of the run.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|file| file.size_bytes).sum()
+    }
+
+    /// The one file that may hold `key` (binary search on largest key).
+    pub fn find_file(&self, key: &[u8]) -> Option<&'a Arc<FileMeta>> {
+        let index = self
+            .files
+            .partition_point(|file| file.largest_user_key() < key);
+        self.files
+            .get(index)
+            .filter(|file| file.smallest_user_key() <= key)
+    }
+
+    /// The files whose user-key range intersects `[lower, upper]` (None = unbounded): a
+    /// contiguous part of the run, itself a run.
+    pub fn overlapping_files(
+        &self,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> &'a [Arc<FileMeta>] {
+        let start = lower.map_or(0, |lower| {
+            self.files
+                .partition_point(|file| file.largest_user_key() < lower)
+        });
+        let end = upper.map_or(self.files.len(), |upper| {
+            self.files
+                .partition_point(|file| file.smallest_user_key() <= upper)
+        });
+        self.files.get(start..end.max(start)).unwrap_or(&[])
+    }
+
+    /// Checks invariant 2 on this run.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for pair in self.files.windows(2) {
+            if pair[0].largest_user_key() >= pair[1].smallest_user_key() {
+                return Err(format!(
+                    "files {} and {} of one run overlap or are out of order",
+                    pair[0].number, pair[1].number
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One level: its files, stored run by run.
+#[derive(Debug, Clone, Default)]
+pub struct Level {
+    /// Every file of the level, run by run (newest run first), each run by smallest key.
+    files: Vec<Arc<FileMeta>>,
+    /// Exclusive end in `files` of each run, strictly ascending; the last is `files.len()`.
+    run_ends: Vec<usize>,
+}
+
+impl Level {
+    /// A level holding `runs`, newest first; empty runs are left out (invariant 4).
+    pub fn from_runs(runs: Vec<Vec<Arc<FileMeta>>>) -> Self {
+        let mut level = Level::default();
+        for run in runs.into_iter().filter(|run| !run.is_empty()) {
+            level.files.extend(run);
+            level.run_ends.push(level.files.len());
+        }
+        level
+    }
+
+    /// Every file, run by run.
+    pub fn files(&self) -> &[Arc<FileMeta>] {
+        &self.files
+    }
+
+    /// Number of runs.
+    pub fn run_count(&self) -> usize {
+        self.run_ends.len()
+    }
+
+    /// The runs, newest first.
+    pub fn runs(&self) -> impl DoubleEndedIterator<Item = Run<'_>> + ExactSizeIterator + '_ {
+        (0..self.run_ends.len()).map(|index| self.run_at(index))
+    }
+
+    /// Run `index` (0 = newest); an empty run if out of range.
+    pub fn run_at(&self, index: usize) -> Run<'_> {
+        let start = index
+            .checked_sub(1)
+            .and_then(|previous| self.run_ends.get(previous))
+            .copied()
+            .unwrap_or(0);
+        let end = self.run_ends.get(index).copied().unwrap_or(start);
+        Run::new(self.files.get(start..end).unwrap_or(&[]))
+    }
+
+    /// The level's runs as owned lists (to rebuild a level).
+    fn to_runs(&self) -> Vec<Vec<Arc<FileMeta>>> {
+        self.runs().map(|run| run.files().to_vec()).collect()
+    }
+}
+
+/// An immutable set of files, arranged in levels of sorted runs (module doc).
+#[derive(Debug, Default)]
+pub struct Version {
+    levels: Vec<Level>,
+}
+
+impl Version {
+    /// An empty version with `level_count` levels.
+    pub fn empty(level_count: usize) -> Self {
+        Version {
+            levels: vec![Level::default(); level_count],
+        }
+    }
+
+    /// A version from explicit runs: `levels[l][r]` is run `r` (newest first) of level `l`.
+    /// Nothing is checked here: call [`Version::check_invariants`] (tests build bad shapes
+    /// on purpose).
+    pub fn from_runs(levels: Vec<Vec<Vec<Arc<FileMeta>>>>) -> Self {
+        Version {
+            levels: levels.into_iter().map(Level::from_runs).collect(),
+        }
+    }
+
+    /// Number of levels.
+    pub fn level_count(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Level `level` (an empty level if out of range).
+    pub fn level(&self, level: usize) -> &Level {
+        static EMPTY: Level = Level {
+            files: Vec::new(),
+            run_ends: Vec::new(),
+        };
+        self.levels.get(level).unwrap_or(&EMPTY)
+    }
+
+    /// Every file in `level`, run by run (empty for a level out of range). At level 0 this
+    /// is newest first; at a level with one run it is that run, by key.
+    pub fn files(&self, level: usize) -> &[Arc<FileMeta>] {
+        self.level(level).files()
+    }
+
+    /// The runs of `level`, newest first.
+    pub fn runs(
+        &self,
+        level: usize,
+    ) -> impl DoubleEndedIterator<Item = Run<'_>> + ExactSizeIterator + '_ {
+        self.level(level).runs()
+    }
+
+    /// Total bytes in `level`.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.runs(level).map(|run| run.bytes()).sum()
+    }
+
+    /// Files of `level` whose user-key range intersects `[lower, upper]`, run by run (newest
+    /// run first). With several runs the result may overlap itself: use
+    /// [`Version::overlapping_runs`] where a sorted run is needed.
+    pub fn overlapping_files(
+        &self,
+        level: usize,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Vec<Arc<FileMeta>> {
+        self.runs(level)
+            .flat_map(|run| run.overlapping_files(lower, upper).iter().cloned())
+            .collect()
+    }
+
+    /// Per run of `level` (newest first), its files intersecting `[lower, upper]`; runs with
+    /// none are left out. Each entry is sorted and non-overlapping (one level iterator each).
+    pub fn overlapping_runs(
+        &self,
+        level: usize,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Vec<Vec<Arc<FileMeta>>> {
+        self.runs(level)
+            .map(|run| run.overlapping_files(lower, upper).to_vec())
+            .filter(|files| !files.is_empty())
+            .collect()
+    }
+
+    /// The files of `level` that may hold `key`, at most one per run, newest run first: a
+    /// point lookup reads them in this order and stops at the first hit (invariant 3).
+    pub fn find_files<'a>(
+        &'a self,
+        level: usize,
+        key: &'a [u8],
+    ) -> impl Iterator<Item = &'a Arc<FileMeta>> + 'a {
+        self.runs(level).filter_map(move |run| run.find_file(key))
+    }
+
+    /// True if no level deeper than `level` holds a file whose range includes `user_key`:
+    /// a tombstone for it written to `level` may be dropped.
+    pub fn is_base_level_for_key(&self, level: usize, key: &[u8]) -> bool {
+        (level + 1..self.level_count()).all(|deeper| self.find_files(deeper, key).next().is_none())
+    }
+
+    /// Every file number in the version.
+    pub fn file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
+        self.levels
+            .iter()
+            .flat_map(|level| level.files())
+            .map(|file| file.number)
+    }
+
+    /// Checks invariants 1, 2 and 4 of the module doc, and that no file has its smallest key
+    /// above its largest. Cheap (linear), so it runs on every version `apply_edit` builds.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        let level0 = self.level(0);
+        if level0.runs().any(|run| run.files().len() != 1) {
+            return Err("level 0 holds a run of more than one file".into());
+        }
+        for pair in level0.files().windows(2) {
+            if pair[0].number <= pair[1].number {
+                return Err(format!(
+                    "level 0 not newest first: {} before {}",
+                    pair[0].number, pair[1].number
+                ));
+            }
+        }
+        for (index, level) in self.levels.iter().enumerate() {
+            check_level_structure(level).map_err(|reason| format!("level {index}: {reason}"))?;
+            for run in level.runs() {
+                run.check()
+                    .map_err(|reason| format!("level {index}: {reason}"))?;
+            }
+            for file in level.files() {
+                if compare_internal_keys(&file.smallest, &file.largest) == Ordering::Greater {
+                    return Err(format!("file {} has smallest > largest", file.number));
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        if let Some(number) = self.file_numbers().find(|&number| !seen.insert(number)) {
+            return Err(format!("file {number} is listed twice"));
+        }
+        Ok(())
+    }
+}
+
+/// Invariant 4 and the bookkeeping behind it: run ends strictly ascending, ending at the last
+/// file (so no run is empty and every file is in a run).
+fn check_level_structure(level: &Level) -> std::result::Result<(), String> {
+    let mut previous = 0;
+    for &end in &level.run_ends {
+        if end <= previous {
+            return Err("an empty run".into());
+        }
+        previous = end;
+    }
+    if previous != level.files.len() {
+        return Err(format!(
+            "runs cover {previous} of {} files",
+            level.files.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Applies `edit` to `base`, producing a new version. Tables already opened by `base` stay
+/// shared (the `Arc<FileMeta>` is reused). Deleted files leave their runs; added files are
+/// placed as the module doc says (level 0: a run each; deeper: the newest run).
+pub fn apply_edit(base: &Version, edit: &VersionEdit) -> std::result::Result<Version, String> {
+    let mut levels: Vec<Vec<Vec<Arc<FileMeta>>>> = base.levels.iter().map(Level::to_runs).collect();
+    for &(level, number) in &edit.deleted_files {
+        let runs = levels
+            .get_mut(level)
+            .ok_or_else(|| format!("edit deletes from level {level}, which does not exist"))?;
+        let before: usize = runs.iter().map(Vec::len).sum();
+        for run in runs.iter_mut() {
+            run.retain(|file| file.number != number);
+        }
+        if runs.iter().map(Vec::len).sum::<usize>() == before {
+            return Err(format!("edit deletes file {number}, not in level {level}"));
+        }
+    }
+    for (level, added) in &edit.added_files {
+        let runs = levels
+            .get_mut(*level)
+            .ok_or_else(|| format!("edit adds to level {level}, which does not exist"))?;
+        let file = Arc::new(added.to_meta());
+        match runs.first_mut() {
+            Some(newest) if *level > 0 => newest.push(file),
+            _ => runs.push(vec![file]),
+        }
+    }
+    for (level, runs) in levels.iter_mut().enumerate() {
+        runs.retain(|run| !run.is_empty());
+        if level == 0 {
+            runs.sort_by_key(|run| std::cmp::Reverse(run.first().map_or(0, |file| file.number)));
+        }
+        for run in runs.iter_mut() {
+            run.sort_by(|a, b| compare_internal_keys(&a.smallest, &b.smallest));
+        }
+    }
+    let version = Version::from_runs(levels);
+    version.check_invariants()?;
+    Ok(version)
+}

@@ -1,0 +1,282 @@
+//! Unit tests of versions, runs, edits and the version set.
+
+use super::*;
+use crate::fs::{FileSystem, MemFs};
+use crate::key::{internal_key, ValueKind};
+use std::path::Path;
+
+fn added(number: u64, low: &[u8], high: &[u8]) -> AddedFile {
+    AddedFile {
+        number,
+        size_bytes: 100,
+        smallest: internal_key(low, 5, ValueKind::Put),
+        largest: internal_key(high, 1, ValueKind::Delete),
+        smallest_sequence: 1,
+        largest_sequence: 5,
+    }
+}
+
+#[test]
+fn edit_round_trip_and_truncation() {
+    let edit = VersionEdit {
+        log_number: Some(3),
+        next_file_number: Some(9),
+        last_sequence: Some(77),
+        format_version: Some(1),
+        compact_pointers: vec![(2, b"k".to_vec())],
+        deleted_files: vec![(1, 4)],
+        added_files: vec![(2, added(8, b"a", b"z"))],
+    };
+    let encoded = edit.encode();
+    assert_eq!(VersionEdit::decode(&encoded).unwrap(), edit);
+    // A cut at a field boundary decodes to a shorter edit (the record checksum, not the
+    // edit encoding, detects truncation); a cut inside a field is an error. Never a panic.
+    for cut in 1..encoded.len() {
+        assert_ne!(
+            VersionEdit::decode(&encoded[..cut]).as_ref(),
+            Ok(&edit),
+            "cut {cut}"
+        );
+    }
+}
+
+#[test]
+fn overlapping_files_in_a_level_are_rejected() {
+    let base = Version::empty(3);
+    let edit = VersionEdit {
+        added_files: vec![(1, added(1, b"a", b"m")), (1, added(2, b"m", b"z"))],
+        ..VersionEdit::default()
+    };
+    assert!(apply_edit(&base, &edit).is_err());
+}
+
+#[test]
+fn log_and_apply_then_recover() {
+    let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+    let directory = Path::new("/db");
+    let mut set = VersionSet::new(directory, Arc::clone(&fs), 4, 1 << 20);
+    set.write_snapshot().unwrap();
+    let first = set.new_file_number();
+    set.log_and_apply(VersionEdit {
+        added_files: vec![(0, added(first, b"a", b"c"))],
+        log_number: Some(7),
+        last_sequence: Some(10),
+        ..VersionEdit::default()
+    })
+    .unwrap();
+    let second = set.new_file_number();
+    set.log_and_apply(VersionEdit {
+        added_files: vec![(1, added(second, b"a", b"c"))],
+        deleted_files: vec![(0, first)],
+        ..VersionEdit::default()
+    })
+    .unwrap();
+
+    let mut recovered = VersionSet::new(directory, Arc::clone(&fs), 4, 1 << 20);
+    recovered.recover().unwrap();
+    let version = recovered.current();
+    assert!(version.files(0).is_empty());
+    assert_eq!(version.files(1).len(), 1);
+    assert_eq!(version.files(1)[0].number, second);
+    assert_eq!(recovered.log_number, 7);
+    assert_eq!(recovered.last_sequence, 10);
+    assert!(recovered.new_file_number() > second);
+}
+
+#[test]
+fn manifest_rolls_over_when_too_big() {
+    let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+    let directory = Path::new("/db");
+    let mut set = VersionSet::new(directory, Arc::clone(&fs), 4, 1024);
+    set.write_snapshot().unwrap();
+    let first_manifest = set.manifest_number();
+    for round in 0..40u64 {
+        let number = set.new_file_number();
+        let key = format!("{round:04}");
+        set.log_and_apply(VersionEdit {
+            added_files: vec![(0, added(number, key.as_bytes(), key.as_bytes()))],
+            ..VersionEdit::default()
+        })
+        .unwrap();
+    }
+    assert_ne!(set.manifest_number(), first_manifest);
+    let mut recovered = VersionSet::new(directory, fs, 4, 1024);
+    recovered.recover().unwrap();
+    assert_eq!(recovered.current().files(0).len(), 40);
+}
+
+fn meta(number: u64, low: &[u8], high: &[u8]) -> Arc<FileMeta> {
+    Arc::new(added(number, low, high).to_meta())
+}
+
+/// Writes an SSTable holding `entries` (user key, sequence, value) and returns its metadata.
+fn write_table(fs: &MemFs, number: u64, entries: &[(&[u8], u64, &[u8])]) -> Arc<FileMeta> {
+    use crate::sstable::{TableBuilder, TableOptions};
+    let path = crate::filename::table_path(Path::new("/db"), number);
+    let file = fs.create(&path).unwrap();
+    let mut builder = TableBuilder::new(file, path, TableOptions::default());
+    let keys: Vec<Vec<u8>> = entries
+        .iter()
+        .map(|(key, sequence, _)| internal_key(key, *sequence, ValueKind::Put))
+        .collect();
+    for (key, (_, _, value)) in keys.iter().zip(entries) {
+        builder.add(key, value).unwrap();
+    }
+    let (_, size_bytes) = builder.finish_with_size().unwrap();
+    let sequences = entries.iter().map(|(_, sequence, _)| *sequence);
+    Arc::new(FileMeta::new(
+        number,
+        size_bytes,
+        keys[0].clone(),
+        keys[keys.len() - 1].clone(),
+        sequences.clone().min().unwrap(),
+        sequences.max().unwrap(),
+    ))
+}
+
+#[test]
+fn two_runs_in_one_level_are_read_newest_run_first_and_merged() {
+    use crate::iter::test_support::collect_forward;
+    use crate::iter::{InternalIterator, MergingIterator};
+    use crate::table_cache::{LevelIterator, TableCache};
+    let fs = Arc::new(MemFs::new());
+    // Level 1, run 0 (newer): b@20, d@21 | x@22. Run 1 (older): a@1, b@2 | c@3, d@4.
+    let newer = vec![
+        write_table(&fs, 10, &[(b"b", 20, b"b-new"), (b"d", 21, b"d-new")]),
+        write_table(&fs, 11, &[(b"x", 22, b"x-new")]),
+    ];
+    let older = vec![
+        write_table(&fs, 5, &[(b"a", 1, b"a-old"), (b"b", 2, b"b-old")]),
+        write_table(&fs, 6, &[(b"c", 3, b"c-old"), (b"d", 4, b"d-old")]),
+    ];
+    let version = Version::from_runs(vec![vec![], vec![newer, older], vec![]]);
+    version.check_invariants().unwrap();
+    assert_eq!(version.runs(1).len(), 2);
+    assert_eq!(
+        version.level_bytes(1),
+        version.files(1).iter().map(|f| f.size_bytes).sum()
+    );
+
+    // Lookup: candidates come newest run first, and the first hit is the newer value.
+    let tables = Arc::new(TableCache::new(fs.clone(), "/db".into(), None, true));
+    let candidates: Vec<u64> = version.find_files(1, b"b").map(|f| f.number).collect();
+    assert_eq!(candidates, vec![10, 5]);
+    let lookup = internal_key(b"b", 100, ValueKind::SEEK);
+    let first_hit = version
+        .find_files(1, b"b")
+        .find_map(|file| tables.table(file).unwrap().get(&lookup).unwrap());
+    assert_eq!(
+        first_hit.map(|(sequence, _, value)| (sequence, value)),
+        Some((20, b"b-new".to_vec()))
+    );
+    // File 10's range (b..d) covers c although it holds no c: both runs are candidates.
+    let candidates: Vec<u64> = version.find_files(1, b"c").map(|f| f.number).collect();
+    assert_eq!(candidates, vec![10, 6]);
+    let only_old: Vec<u64> = version.find_files(1, b"a").map(|f| f.number).collect();
+    assert_eq!(only_old, vec![5]);
+    assert!(!version.is_base_level_for_key(0, b"c"));
+    assert!(version.is_base_level_for_key(0, b"q"));
+
+    // Iteration: one level iterator per run, merged, yields every entry in key order.
+    let runs = version.overlapping_runs(1, Some(b"b"), Some(b"d"));
+    assert_eq!(runs.len(), 2);
+    let children: Vec<Box<dyn InternalIterator>> = version
+        .overlapping_runs(1, None, None)
+        .into_iter()
+        .map(|files| {
+            Box::new(LevelIterator::new(files, Arc::clone(&tables), false))
+                as Box<dyn InternalIterator>
+        })
+        .collect();
+    let mut merged = MergingIterator::new(children);
+    let seen: Vec<(Vec<u8>, u64)> = collect_forward(&mut merged)
+        .unwrap()
+        .into_iter()
+        .map(|(key, _)| {
+            let parsed = crate::key::parse_internal_key(&key).unwrap();
+            (parsed.user_key.to_vec(), parsed.sequence)
+        })
+        .collect();
+    let expected: Vec<(Vec<u8>, u64)> = [
+        (&b"a"[..], 1),
+        (b"b", 20),
+        (b"b", 2),
+        (b"c", 3),
+        (b"d", 21),
+        (b"d", 4),
+        (b"x", 22),
+    ]
+    .iter()
+    .map(|(key, sequence)| (key.to_vec(), *sequence))
+    .collect();
+    assert_eq!(seen, expected);
+}
+
+#[test]
+fn an_overlapping_or_unsorted_run_fails_the_invariant_check() {
+    let overlapping = Version::from_runs(vec![
+        vec![],
+        vec![vec![meta(1, b"a", b"m"), meta(2, b"k", b"z")]],
+    ]);
+    let error = overlapping.check_invariants().unwrap_err();
+    assert!(error.contains("overlap"), "{error}");
+    let unsorted = Version::from_runs(vec![
+        vec![],
+        vec![vec![meta(1, b"n", b"z"), meta(2, b"a", b"c")]],
+    ]);
+    assert!(unsorted.check_invariants().is_err());
+    // Two runs may overlap each other; a level-0 run may not hold two files.
+    let two_runs = Version::from_runs(vec![
+        vec![vec![meta(9, b"a", b"z")], vec![meta(8, b"a", b"z")]],
+        vec![vec![meta(1, b"a", b"m")], vec![meta(2, b"k", b"z")]],
+    ]);
+    two_runs.check_invariants().unwrap();
+    let fat_level0 = Version::from_runs(vec![vec![vec![meta(1, b"a", b"b"), meta(2, b"c", b"d")]]]);
+    assert!(fat_level0.check_invariants().is_err());
+    let duplicate = Version::from_runs(vec![
+        vec![vec![meta(3, b"a", b"b")]],
+        vec![vec![meta(3, b"a", b"b")]],
+    ]);
+    assert!(duplicate.check_invariants().unwrap_err().contains("twice"));
+}
+
+#[test]
+fn edits_place_level0_files_in_runs_of_their_own_and_deeper_files_in_the_newest_run() {
+    let edit = VersionEdit {
+        added_files: vec![
+            (0, added(3, b"a", b"z")),
+            (0, added(4, b"c", b"d")),
+            (1, added(2, b"m", b"z")),
+            (1, added(1, b"a", b"c")),
+        ],
+        ..VersionEdit::default()
+    };
+    let version = apply_edit(&Version::empty(3), &edit).unwrap();
+    let level0: Vec<Vec<u64>> = version
+        .runs(0)
+        .map(|run| run.files().iter().map(|f| f.number).collect())
+        .collect();
+    assert_eq!(level0, vec![vec![4], vec![3]]);
+    let level1: Vec<Vec<u64>> = version
+        .runs(1)
+        .map(|run| run.files().iter().map(|f| f.number).collect())
+        .collect();
+    assert_eq!(level1, vec![vec![1, 2]]);
+    // Placement into an existing multi-run level goes to the newest run; deleting the last
+    // file of a run removes the run.
+    let base = Version::from_runs(vec![
+        vec![],
+        vec![vec![meta(7, b"a", b"b")], vec![meta(6, b"a", b"z")]],
+    ]);
+    let edit = VersionEdit {
+        added_files: vec![(1, added(8, b"c", b"d"))],
+        deleted_files: vec![(1, 6)],
+        ..VersionEdit::default()
+    };
+    let next = apply_edit(&base, &edit).unwrap();
+    assert_eq!(next.runs(1).len(), 1);
+    assert_eq!(
+        next.files(1).iter().map(|f| f.number).collect::<Vec<_>>(),
+        vec![7, 8]
+    );
+}
