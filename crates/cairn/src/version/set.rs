@@ -112,8 +112,14 @@ impl VersionSet {
             let edit = VersionEdit::decode(payload).map_err(corrupt)?;
             if let Some(format) = edit.format_version {
                 if format != MANIFEST_FORMAT_VERSION {
+                    let age = if format < MANIFEST_FORMAT_VERSION {
+                        "is too old"
+                    } else {
+                        "is newer than this build"
+                    };
                     return Err(corrupt(format!(
-                        "MANIFEST format version {format}; this build reads {MANIFEST_FORMAT_VERSION}"
+                        "MANIFEST format version {format} {age}; this build reads version \
+                         {MANIFEST_FORMAT_VERSION} only"
                     )));
                 }
                 saw_format = true;
