@@ -17,6 +17,10 @@
 //! to the bytes appended. After a crash the file ends in up to one window of zeros, which the
 //! log reader already treats as a torn tail (a zero header is never a record: `wal` module).
 //!
+//! Power loss: `fallocate` and the final `trim` change the file's length, which (like the
+//! bytes) is durable only after the next `sync`; `allocated_bytes` reports the reserved
+//! length so fault injection can model both (`fs::fault`).
+//!
 //! Thread-safety contract: like every `WritableFile`, owned by one writer at a time
 //! (`&mut self`); the WAL's group-commit leader is that writer.
 //!
@@ -26,8 +30,8 @@
 //! 2. `window_offset <= size_bytes <= window_offset + window_bytes` while a window is mapped.
 //! 3. `size_bytes <= reserved_bytes`: every appended byte lies in space `fallocate` reserved.
 
+use super::WritableFile;
 use crate::error::{Error, Result};
-use crate::fs::WritableFile;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -247,6 +251,10 @@ impl WritableFile for MappedWritableFile {
 
     fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    fn allocated_bytes(&self) -> u64 {
+        self.reserved_bytes
     }
 
     fn trim(&mut self) -> Result<bool> {
