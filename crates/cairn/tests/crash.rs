@@ -16,8 +16,14 @@
 //!   acknowledged one is; after a failed sync every write is refused with `WritesStopped`;
 //!   reopening (process restart, and power loss) gives a prefix state again.
 //!
+//! Each sweep also runs (`*_mapped_wal`) with `FaultFs` over the real file system in a
+//! temporary directory, so the production memory-mapped WAL (fallocate, windows, trim) is
+//! what fails and loses power; power-loss images are rebuilt in memory at the same paths.
+//!
 //! Scale: `CAIRN_CRASH_SEEDS` (images per crash point, default 2), `CAIRN_CRASH_STRIDE` /
-//! `CAIRN_IO_STRIDE` (test every n-th point, default 1). Failures print the point and seed.
+//! `CAIRN_IO_STRIDE` (test every n-th point in memory, default 1), `CAIRN_MAPPED_POINTS`
+//! (points per mapped-WAL sweep, spread evenly, default 6), `CAIRN_CRASH_HOLES=1` (images keep
+//! unsynced pages out of order). Failures print the point and seed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -27,7 +33,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -125,7 +131,54 @@ fn options(fs: &FaultFs) -> Options {
     }
 }
 
-const DB: &str = "/db";
+/// The database path on the in-memory file system.
+const MEM_DB: &str = "/db";
+
+/// Where a sweep runs: on the in-memory file system, or on the real one (a temporary
+/// directory) with the production memory-mapped WAL under the fault wrapper.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    Mem,
+    Mapped,
+}
+
+impl Target {
+    /// A fresh, empty file system and the database path on it; `name` keeps the directories
+    /// of tests running at once apart.
+    fn fresh(self, name: &str) -> (FaultFs, PathBuf) {
+        match self {
+            Target::Mem => (FaultFs::new(), PathBuf::from(MEM_DB)),
+            Target::Mapped => {
+                let directory =
+                    std::env::temp_dir().join(format!("cairn-crash-{}-{name}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&directory);
+                std::fs::create_dir_all(&directory).unwrap();
+                (FaultFs::wrap(cairn::StdFs), directory.join("db"))
+            }
+        }
+    }
+
+    /// Points to test out of `0..end`: every `stride`-th in memory; on the real file system
+    /// (slow: real fdatasyncs) `CAIRN_MAPPED_POINTS` points spread evenly (default 6).
+    fn points(self, end: u64, stride: usize) -> Vec<u64> {
+        match self {
+            Target::Mem => (0..end).step_by(stride).collect(),
+            Target::Mapped => {
+                let wanted = env_usize("CAIRN_MAPPED_POINTS", 6).max(1) as u64;
+                let step = end.div_ceil(wanted).max(1);
+                (0..end).step_by(step as usize).collect()
+            }
+        }
+    }
+
+    fn cleanup(self, db_path: &Path) {
+        if self == Target::Mapped {
+            if let Some(directory) = db_path.parent() {
+                let _ = std::fs::remove_dir_all(directory);
+            }
+        }
+    }
+}
 
 /// What a workload run observed.
 #[derive(Debug, Default)]
@@ -175,21 +228,21 @@ fn check_error(outcome: &mut Outcome, context: &str, error: &Error) {
 
 /// Runs `steps`. `stop_on_error`: stop at the first error (a crash), else keep going (one-shot
 /// faults), retrying a failed open once.
-fn run(fs: &FaultFs, steps: &[Step], stop_on_error: bool) -> (Outcome, Option<Db>) {
+fn run(fs: &FaultFs, db_path: &Path, steps: &[Step], stop_on_error: bool) -> (Outcome, Option<Db>) {
     let mut outcome = Outcome::default();
     let open = |outcome: &mut Outcome| -> Option<Db> {
         let opened = |db: Db, outcome: &mut Outcome| {
             outcome.opened_at_operation = fs.operation_count();
             Some(db)
         };
-        match Db::open(DB, options(fs)) {
+        match Db::open(db_path, options(fs)) {
             Ok(db) => opened(db, outcome),
             Err(error) => {
                 check_error(outcome, "open", &error);
                 if stop_on_error {
                     return None;
                 }
-                match Db::open(DB, options(fs)) {
+                match Db::open(db_path, options(fs)) {
                     Ok(db) => opened(db, outcome),
                     Err(error) => {
                         outcome
@@ -289,8 +342,12 @@ fn check_gets(db: &Db, state: &State) -> Result<(), String> {
 /// Opens `fs` and checks it holds the first m writes of one of the `candidates`
 /// (`(writes, floor)`) for some m in `floor..=writes.len()`. Then writes, reopens and reads
 /// again. Returns m.
-fn verify_recovery(fs: &FaultFs, candidates: &[(&[Write], usize)]) -> Result<usize, String> {
-    let db = Db::open(DB, options(fs)).map_err(|error| format!("reopen failed: {error}"))?;
+fn verify_recovery(
+    fs: &FaultFs,
+    db_path: &Path,
+    candidates: &[(&[Write], usize)],
+) -> Result<usize, String> {
+    let db = Db::open(db_path, options(fs)).map_err(|error| format!("reopen failed: {error}"))?;
     let recovered = read_state(&db).map_err(|error| format!("scan failed: {error}"))?;
     let mut matched = None;
     'candidates: for (writes, floor) in candidates {
@@ -320,7 +377,7 @@ fn verify_recovery(fs: &FaultFs, candidates: &[(&[Write], usize)]) -> Result<usi
     db.put_with(&WriteOptions { sync: true }, b"after-recovery", b"1")
         .map_err(|error| format!("write after recovery: {error}"))?;
     drop(db);
-    let db = Db::open(DB, options(fs)).map_err(|error| format!("second reopen: {error}"))?;
+    let db = Db::open(db_path, options(fs)).map_err(|error| format!("second reopen: {error}"))?;
     let mut again = read_state(&db).map_err(|error| format!("second scan: {error}"))?;
     if again.remove(b"after-recovery".as_slice()).as_deref() != Some(b"1".as_slice()) {
         return Err("write after recovery lost".into());
@@ -338,14 +395,33 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// A fresh file system for one run of a sweep; `CAIRN_CRASH_HOLES=1` lets its power-loss
+/// images keep unsynced pages out of order.
+fn fresh(target: Target, name: &str) -> (FaultFs, PathBuf) {
+    let (fs, db_path) = target.fresh(name);
+    fs.set_crash_holes(env_usize("CAIRN_CRASH_HOLES", 0) != 0);
+    (fs, db_path)
+}
+
 #[test]
 fn crash_at_every_write_point() {
+    crash_sweep(Target::Mem, "crash");
+}
+
+/// The same sweep on the real file system with the memory-mapped WAL (a slice of the points).
+#[cfg(target_os = "linux")]
+#[test]
+fn crash_at_every_write_point_mapped_wal() {
+    crash_sweep(Target::Mapped, "crash");
+}
+
+fn crash_sweep(target: Target, name: &str) {
     let steps = workload();
     let writes = writes_of(&steps);
     // A clean run counts the write points (background threads make the exact count vary a
     // little from run to run; points past the end of a run simply never fire).
-    let fs = FaultFs::new();
-    let (outcome, db) = run(&fs, &steps, true);
+    let (fs, db_path) = fresh(target, name);
+    let (outcome, db) = run(&fs, &db_path, &steps, true);
     assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     assert_eq!(outcome.acked(), writes.len());
     drop(db);
@@ -354,10 +430,10 @@ fn crash_at_every_write_point() {
     let stride = env_usize("CAIRN_CRASH_STRIDE", 1).max(1);
     let (mut points, mut images, mut failures) = (0u64, 0u64, Vec::new());
     let mut recovered_counts = Vec::new();
-    for point in (0..total + 20).step_by(stride) {
-        let fs = FaultFs::new();
+    for point in target.points(total + 20, stride) {
+        let (fs, db_path) = fresh(target, name);
         fs.set_plan(FaultPlan::CrashAtWritePoint { index: point });
-        let (outcome, db) = run(&fs, &steps, true);
+        let (outcome, db) = run(&fs, &db_path, &steps, true);
         drop(db);
         points += 1;
         for violation in &outcome.violations {
@@ -368,6 +444,7 @@ fn crash_at_every_write_point() {
             images += 1;
             match verify_recovery(
                 &image,
+                &db_path,
                 &[(&writes[..outcome.issued()], outcome.power_floor)],
             ) {
                 Ok(m) => recovered_counts.push(m),
@@ -381,8 +458,9 @@ fn crash_at_every_write_point() {
             }
         }
     }
+    target.cleanup(&db_path);
     eprintln!(
-        "crash_at_every_write_point: {points} crash points (of {total} write points), {images} images, {} violations",
+        "crash_at_every_write_point ({target:?}): {points} crash points (of {total} write points), {images} images, {} violations",
         failures.len()
     );
     assert!(
@@ -393,19 +471,20 @@ fn crash_at_every_write_point() {
     );
 }
 
-fn io_error_sweep(kind: FaultKind) {
+fn io_error_sweep(kind: FaultKind, target: Target) {
+    let name = format!("{kind:?}");
     let steps = workload();
-    let fs = FaultFs::new();
-    let (outcome, db) = run(&fs, &steps, false);
+    let (fs, db_path) = fresh(target, &name);
+    let (outcome, db) = run(&fs, &db_path, &steps, false);
     assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     drop(db);
     let total = fs.operation_count();
     let stride = env_usize("CAIRN_IO_STRIDE", 1).max(1);
     let (mut injections, mut failures) = (0u64, Vec::new());
-    for index in (0..total + 20).step_by(stride) {
-        let fs = FaultFs::new();
+    for index in target.points(total + 20, stride) {
+        let (fs, db_path) = fresh(target, &name);
         fs.set_plan(FaultPlan::Once { index, kind });
-        let (mut outcome, db) = run(&fs, &steps, false);
+        let (mut outcome, db) = run(&fs, &db_path, &steps, false);
         let injected = fs.injected();
         let fired_open = injected.first().cloned();
         if fired_open.is_some() {
@@ -539,6 +618,7 @@ fn io_error_sweep(kind: FaultKind) {
         // Process restart: everything handed to the OS is still there.
         if let Err(message) = verify_recovery(
             &fs,
+            &db_path,
             &[
                 (&maybe_logged, restart_floor),
                 (&acked_writes, acked_writes.len()),
@@ -548,6 +628,7 @@ fn io_error_sweep(kind: FaultKind) {
         }
         if let Err(message) = verify_recovery(
             &image,
+            &db_path,
             &[
                 (
                     &maybe_logged,
@@ -559,8 +640,9 @@ fn io_error_sweep(kind: FaultKind) {
             report(format!("power loss: {message}"));
         }
     }
+    target.cleanup(&db_path);
     eprintln!(
-        "{kind:?} at every operation: {injections} injections (of {total} operations), {} violations",
+        "{kind:?} at every operation ({target:?}): {injections} injections (of {total} operations), {} violations",
         failures.len()
     );
     assert!(
@@ -573,18 +655,30 @@ fn io_error_sweep(kind: FaultKind) {
 
 #[test]
 fn eio_at_every_operation() {
-    io_error_sweep(FaultKind::Eio);
+    io_error_sweep(FaultKind::Eio, Target::Mem);
 }
 
 #[test]
 fn enospc_at_every_operation() {
-    io_error_sweep(FaultKind::Enospc);
+    io_error_sweep(FaultKind::Enospc, Target::Mem);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn eio_at_every_operation_mapped_wal() {
+    io_error_sweep(FaultKind::Eio, Target::Mapped);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn enospc_at_every_operation_mapped_wal() {
+    io_error_sweep(FaultKind::Enospc, Target::Mapped);
 }
 
 #[test]
 fn workload_spans_switches_flushes_compactions_and_manifest_rollovers() {
     let fs = FaultFs::new();
-    let (outcome, db) = run(&fs, &workload(), true);
+    let (outcome, db) = run(&fs, Path::new(MEM_DB), &workload(), true);
     assert!(outcome.violations.is_empty());
     let db = db.unwrap();
     let stats = db.stats();
@@ -593,7 +687,7 @@ fn workload_spans_switches_flushes_compactions_and_manifest_rollovers() {
     assert!(stats.counter("flushes") >= 5, "{stats:?}");
     assert!(stats.counter("compactions") >= 3, "{stats:?}");
     drop(db);
-    let names = cairn::FileSystem::list(&fs, Path::new(DB)).unwrap();
+    let names = cairn::FileSystem::list(&fs, Path::new(MEM_DB)).unwrap();
     let manifest = names
         .iter()
         .filter_map(|name| name.strip_prefix("MANIFEST-"))
