@@ -119,3 +119,80 @@ fn faults_fire_where_planned_and_are_reported() {
     assert!(fs.exists(&directory.join("a")).is_err()); // everything fails afterwards
     assert!(fs.crashed());
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_mapped_log_s_reserved_tail_and_unsynced_trim_may_survive_until_synced() {
+    let directory = std::env::temp_dir().join(format!("cairn-faultfs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    let fs = FaultFs::wrap(crate::StdFs);
+    fs.create_dir_all(&directory).unwrap();
+    let path = directory.join("000001.log");
+    let mut file = fs.create_log(&path, 1000).unwrap();
+    fs.sync_dir(&directory).unwrap();
+    file.append(&[7u8; 100]).unwrap();
+    file.sync().unwrap();
+    if file.allocated_bytes() == 100 {
+        let _ = std::fs::remove_dir_all(&directory);
+        return; // no fallocate here: the log is a plain file
+    }
+    let lengths = |fs: &FaultFs| -> HashSet<usize> {
+        (0..40)
+            .map(|seed| {
+                let data = fs.crash_image(seed).file_contents(&path).unwrap();
+                assert_eq!(&data[..100], &[7u8; 100]);
+                assert!(data[100..].iter().all(|&byte| byte == 0));
+                data.len()
+            })
+            .collect()
+    };
+    // Synced with the reservation: the zero tail is durable.
+    assert_eq!(lengths(&fs).len(), 1);
+    assert!(file.trim().unwrap());
+    // Trimmed, not synced: either length may come back.
+    let after_trim = lengths(&fs);
+    assert!(
+        after_trim.contains(&100) && after_trim.len() > 1,
+        "{after_trim:?}"
+    );
+    file.sync().unwrap();
+    assert_eq!(lengths(&fs), HashSet::from([100]));
+    drop(file);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn holes_let_a_later_unsynced_page_survive_without_an_earlier_one() {
+    let fs = FaultFs::new();
+    let directory = Path::new("/d");
+    let path = directory.join("log");
+    let mut file = write(&fs, &path, &[1u8; 10], true);
+    fs.sync_dir(directory).unwrap();
+    file.append(&[2u8; 3 * 4096]).unwrap();
+    fs.set_crash_holes(true);
+    let hole = (0..200).any(|seed| {
+        let data = fs.crash_image(seed).file_contents(&path).unwrap();
+        assert_eq!(&data[..10], &[1u8; 10]);
+        data.len() > 2 * 4096 && data[4096] == 0 && data[2 * 4096] == 2
+    });
+    assert!(hole, "no image had a hole");
+}
+
+#[test]
+fn latency_delays_only_matching_operations() {
+    let fs = FaultFs::new();
+    let delay = std::time::Duration::from_millis(30);
+    fs.set_latency("sync", ".log", delay);
+    let mut log = fs.create(Path::new("/d/1.log")).unwrap();
+    let mut table = fs.create(Path::new("/d/2.sst")).unwrap();
+    let started = std::time::Instant::now();
+    table.sync().unwrap();
+    assert!(started.elapsed() < delay);
+    let started = std::time::Instant::now();
+    log.sync().unwrap();
+    assert!(started.elapsed() >= delay);
+    fs.clear_latency();
+    let started = std::time::Instant::now();
+    log.sync().unwrap();
+    assert!(started.elapsed() < delay);
+}
