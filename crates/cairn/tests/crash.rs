@@ -1,4 +1,4 @@
-//! Crash and I/O-error tests on the fault-injecting file system (`cairn::fault_fs`).
+//! Crash and I/O-error tests on the fault-injecting file system (`cairn::fs::fault`).
 //!
 //! One fixed workload (a few hundred writes: puts, deletes and batches, some with `sync`,
 //! explicit flushes, a compaction, a close/reopen; a tiny memtable and MANIFEST limit so it
@@ -27,7 +27,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cairn::fault_fs::{FaultFs, FaultKind, FaultPlan};
+use cairn::fs::fault::{FaultFs, FaultKind, FaultPlan};
 use cairn::{Db, Error, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -531,114 +531,22 @@ fn io_error_sweep(kind: FaultKind, target: Target) {
             report("the database could not be reopened on a healthy file system".into());
             continue;
         };
-        // Live state: the acknowledged writes, or those plus the write that failed: a write
-        // whose record reached the OS before its sync failed is inserted and visible (the
-        // error is sticky, so nothing follows it) — unless the fault hit an earlier instance,
-        // whose failed write the reopen may replay.
-        let mut logged_state = State::new();
-        for write in &maybe_logged {
-            apply(&mut logged_state, write);
-        }
-        let allowed = |live: &State| *live == acked_state || *live == logged_state;
-        let fault_in_this_instance = fired_open
-            .as_ref()
-            .is_none_or(|fault| fault.operation_index >= outcome.opened_at_operation);
-        if fault_in_this_instance {
-            match read_state(&db) {
-                Ok(live) if allowed(&live) => {}
-                Ok(_) => report("live state differs from the acknowledged writes".into()),
-                // The one-shot fault may land on these reads; they are retried once.
-                Err(_) => match read_state(&db) {
-                    Ok(live) if allowed(&live) => {}
-                    Ok(_) => report("live state differs from the acknowledged writes".into()),
-                    Err(error) => report(format!("scan failed twice: {error}")),
-                },
-            }
-        }
-        // Synchronise with background work, so a failure there is recorded, then probe.
-        let _ = db.flush();
-        let _ = db.compact_range(None, None);
-        let fault = fs.injected().first().cloned();
-        // Only a failed sync seen by this instance must stop it (one that failed an open, or
-        // hit an instance closed since, does not).
-        let stopped_by_sync = fault.as_ref().is_some_and(|fault| {
-            fault.is_sync && fault.operation_index >= outcome.opened_at_operation
-        });
-        let probe = db.put_with(&WriteOptions { sync: true }, b"probe", b"p");
-        match (&probe, stopped_by_sync) {
-            (Err(Error::WritesStopped { .. }), _) => {}
-            (Err(error), true) => report(format!("probe after a failed sync: {error}")),
-            (Ok(()), false) => {}
-            (Err(error), false) => {
-                // A fault that hit a read or a removal may legitimately be invisible to
-                // writers, but a write that fails after the fault passed must be sticky.
-                report(format!("probe write failed without WritesStopped: {error}"));
-            }
-            (Ok(()), true) => report(format!(
-                "writes accepted after a failed {:?}",
-                fault.map(|fault| fault.operation)
-            )),
-        }
-        let probe_ok = probe.is_ok();
-        drop(db);
-        let probe_write = vec![(b"probe".to_vec(), Some(b"p".to_vec()))];
-        // Candidate histories: the writes that may be logged, or only the acknowledged ones
-        // (a failed write is allowed to be absent), each plus the probe if it was acked.
-        let mut acked_writes: Vec<Write> = issued
-            .iter()
-            .zip(&outcome.results)
-            .filter(|(_, result)| **result == WriteResult::Acked)
-            .map(|(write, _)| write.clone())
-            .collect();
-        let mut maybe_logged = maybe_logged;
-        if probe_ok {
-            maybe_logged.push(probe_write.clone());
-            acked_writes.push(probe_write);
-        }
-        let restart_floor = if probe_ok {
-            maybe_logged.len()
-        } else {
-            last_acked
-        };
-        // Writes acknowledged durable (sync or flush) before the power loss, counted in each
-        // candidate list.
-        let durable_issued = outcome.power_floor;
-        let floor_in = |keep: &dyn Fn(&WriteResult) -> bool| {
-            outcome.results[..durable_issued]
-                .iter()
-                .filter(|result| keep(result))
-                .count()
-        };
-        let power_floor_logged = floor_in(&|result| *result != WriteResult::Refused);
-        let power_floor_acked = floor_in(&|result| *result == WriteResult::Acked);
-        let probe_floor = |list: &[Write], floor: usize| if probe_ok { list.len() } else { floor };
-        // Power loss right after the run: only synced data and directory entries survive.
-        let image = fs.crash_image(index);
-        fs.heal();
-        // Process restart: everything handed to the OS is still there.
-        if let Err(message) = verify_recovery(
+        let probe_ok = check_live_and_probe(
             &fs,
-            &db_path,
-            &[
-                (&maybe_logged, restart_floor),
-                (&acked_writes, acked_writes.len()),
-            ],
-        ) {
-            report(format!("restart: {message}"));
-        }
-        if let Err(message) = verify_recovery(
-            &image,
-            &db_path,
-            &[
-                (
-                    &maybe_logged,
-                    probe_floor(&maybe_logged, power_floor_logged),
-                ),
-                (&acked_writes, probe_floor(&acked_writes, power_floor_acked)),
-            ],
-        ) {
-            report(format!("power loss: {message}"));
-        }
+            db,
+            &outcome,
+            &acked_state,
+            &maybe_logged,
+            fired_open.as_ref(),
+            &mut report,
+        );
+        let history = IoHistory {
+            issued: &issued,
+            maybe_logged,
+            last_acked,
+            probe_ok,
+        };
+        check_io_recovery(&fs, &db_path, index, &outcome, history, &mut report);
     }
     target.cleanup(&db_path);
     eprintln!(
@@ -651,6 +559,153 @@ fn io_error_sweep(kind: FaultKind, target: Target) {
         failures.len(),
         failures[..failures.len().min(20)].join("\n")
     );
+}
+
+/// Checks the live state of the run's database after a one-shot fault, then probes it with
+/// a synced write; returns whether the probe was acknowledged. Consumes (closes) the database.
+fn check_live_and_probe(
+    fs: &FaultFs,
+    db: Db,
+    outcome: &Outcome,
+    acked_state: &State,
+    maybe_logged: &[Write],
+    fired_open: Option<&cairn::fs::fault::InjectedFault>,
+    report: &mut dyn FnMut(String),
+) -> bool {
+    // Live state: the acknowledged writes, or those plus the write that failed: a write
+    // whose record reached the OS before its sync failed is inserted and visible (the
+    // error is sticky, so nothing follows it) — unless the fault hit an earlier instance,
+    // whose failed write the reopen may replay.
+    let mut logged_state = State::new();
+    for write in maybe_logged {
+        apply(&mut logged_state, write);
+    }
+    let allowed = |live: &State| live == acked_state || *live == logged_state;
+    let fault_in_this_instance =
+        fired_open.is_none_or(|fault| fault.operation_index >= outcome.opened_at_operation);
+    if fault_in_this_instance {
+        match read_state(&db) {
+            Ok(live) if allowed(&live) => {}
+            Ok(_) => report("live state differs from the acknowledged writes".into()),
+            // The one-shot fault may land on these reads; they are retried once.
+            Err(_) => match read_state(&db) {
+                Ok(live) if allowed(&live) => {}
+                Ok(_) => report("live state differs from the acknowledged writes".into()),
+                Err(error) => report(format!("scan failed twice: {error}")),
+            },
+        }
+    }
+    // Synchronise with background work, so a failure there is recorded, then probe.
+    let _ = db.flush();
+    let _ = db.compact_range(None, None);
+    let fault = fs.injected().first().cloned();
+    // Only a failed sync seen by this instance must stop it (one that failed an open, or
+    // hit an instance closed since, does not).
+    let stopped_by_sync = fault
+        .as_ref()
+        .is_some_and(|fault| fault.is_sync && fault.operation_index >= outcome.opened_at_operation);
+    let probe = db.put_with(&WriteOptions { sync: true }, b"probe", b"p");
+    match (&probe, stopped_by_sync) {
+        (Err(Error::WritesStopped { .. }), _) => {}
+        (Err(error), true) => report(format!("probe after a failed sync: {error}")),
+        (Ok(()), false) => {}
+        (Err(error), false) => {
+            // A fault that hit a read or a removal may legitimately be invisible to
+            // writers, but a write that fails after the fault passed must be sticky.
+            report(format!("probe write failed without WritesStopped: {error}"));
+        }
+        (Ok(()), true) => report(format!(
+            "writes accepted after a failed {:?}",
+            fault.map(|fault| fault.operation)
+        )),
+    }
+    let probe_ok = probe.is_ok();
+    drop(db);
+    probe_ok
+}
+
+/// What a one-shot-fault run may have logged (see `io_error_sweep`).
+struct IoHistory<'a> {
+    issued: &'a [Write],
+    maybe_logged: Vec<Write>,
+    last_acked: usize,
+    probe_ok: bool,
+}
+
+/// Reopens after a process restart and after a power loss; both must give a prefix holding
+/// every acknowledged (resp. durable) write.
+fn check_io_recovery(
+    fs: &FaultFs,
+    db_path: &Path,
+    index: u64,
+    outcome: &Outcome,
+    history: IoHistory<'_>,
+    report: &mut dyn FnMut(String),
+) {
+    let IoHistory {
+        issued,
+        maybe_logged,
+        last_acked,
+        probe_ok,
+    } = history;
+    let probe_write = vec![(b"probe".to_vec(), Some(b"p".to_vec()))];
+    // Candidate histories: the writes that may be logged, or only the acknowledged ones
+    // (a failed write is allowed to be absent), each plus the probe if it was acked.
+    let mut acked_writes: Vec<Write> = issued
+        .iter()
+        .zip(&outcome.results)
+        .filter(|(_, result)| **result == WriteResult::Acked)
+        .map(|(write, _)| write.clone())
+        .collect();
+    let mut maybe_logged = maybe_logged;
+    if probe_ok {
+        maybe_logged.push(probe_write.clone());
+        acked_writes.push(probe_write);
+    }
+    let restart_floor = if probe_ok {
+        maybe_logged.len()
+    } else {
+        last_acked
+    };
+    // Writes acknowledged durable (sync or flush) before the power loss, counted in each
+    // candidate list.
+    let durable_issued = outcome.power_floor;
+    let floor_in = |keep: &dyn Fn(&WriteResult) -> bool| {
+        outcome.results[..durable_issued]
+            .iter()
+            .filter(|result| keep(result))
+            .count()
+    };
+    let power_floor_logged = floor_in(&|result| *result != WriteResult::Refused);
+    let power_floor_acked = floor_in(&|result| *result == WriteResult::Acked);
+    let probe_floor = |list: &[Write], floor: usize| if probe_ok { list.len() } else { floor };
+    // Power loss right after the run: only synced data and directory entries survive.
+    let image = fs.crash_image(index);
+    fs.heal();
+    // Process restart: everything handed to the OS is still there.
+    if let Err(message) = verify_recovery(
+        fs,
+        db_path,
+        &[
+            (&maybe_logged, restart_floor),
+            (&acked_writes, acked_writes.len()),
+        ],
+    ) {
+        report(format!("restart: {message}"));
+    }
+    if let Err(message) = verify_recovery(
+        &image,
+        db_path,
+        &[
+            (
+                &maybe_logged,
+                probe_floor(&maybe_logged, power_floor_logged),
+            ),
+            (&acked_writes, probe_floor(&acked_writes, power_floor_acked)),
+        ],
+    ) {
+        report(format!("power loss: {message}"));
+    }
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cairn::fault_fs::{FaultFs, FaultKind, FaultPlan};
+use cairn::fs::fault::{FaultFs, FaultKind, FaultPlan};
 use cairn::version::{AddedFile, VersionEdit, VersionSet};
 use cairn::{Db, Error, FileSystem, Options, WriteOptions};
 use std::collections::BTreeMap;
