@@ -143,6 +143,30 @@ impl MappedWritableFile {
         Ok(())
     }
 
+    /// Module invariants 1–3 (with the `invariants` feature; a no-op otherwise).
+    fn check_invariants(&self) {
+        if !cfg!(feature = "invariants") {
+            return;
+        }
+        assert!(self.size_bytes <= self.reserved_bytes, "invariant 3");
+        if !self.window.is_null() {
+            let end = self.window_offset + self.window_bytes as u64;
+            assert_eq!(
+                self.window_offset % WINDOW_BYTES_MIN as u64,
+                0,
+                "invariant 1"
+            );
+            assert!(
+                self.window_offset <= self.size_bytes && self.size_bytes <= end,
+                "invariant 2"
+            );
+            assert!(
+                end <= self.reserved_bytes,
+                "invariant 1: window past the reservation"
+            );
+        }
+    }
+
     fn unmap_window(&mut self) {
         if self.window.is_null() {
             return;
@@ -234,7 +258,7 @@ impl WritableFile for MappedWritableFile {
             self.size_bytes += count as u64;
             data = later;
         }
-        debug_assert!(self.size_bytes <= self.reserved_bytes);
+        self.check_invariants();
         Ok(())
     }
 

@@ -81,6 +81,14 @@ impl WritableFile for MemWritableFile {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .extend_from_slice(data);
         self.size_bytes += data.len() as u64;
+        if cfg!(feature = "invariants") {
+            let length = self
+                .bytes
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .len();
+            assert_eq!(self.size_bytes, length as u64, "MemFs invariant 1");
+        }
         Ok(())
     }
 
