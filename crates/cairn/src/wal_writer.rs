@@ -33,6 +33,10 @@
 //!    flushed: its records are in a synced table, so it never needs a sync, and it lets go of
 //!    its file and its own predecessor (the chain of unsynced logs stays as short as the list
 //!    of unflushed memtables).
+//! 5. A finished log whose `trim` changed the file (a mapped log's reserved tail cut) is
+//!    synced again before its successor's first sync, even if every record was synced: until
+//!    the shorter length is durable, a power loss can bring the zero tail back, and recovery
+//!    would read it as a torn tail and ignore every newer log.
 
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
