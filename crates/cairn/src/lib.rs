@@ -9,15 +9,12 @@
 pub mod coding;
 pub mod epoch;
 pub mod error;
-pub mod fault_fs;
 pub mod fs;
 pub mod fuzzing;
 pub mod hashindex;
 pub mod iter;
 pub mod key;
 pub mod logmem;
-#[cfg(target_os = "linux")]
-mod mapped_file;
 pub mod memstore;
 pub mod memtable;
 pub mod options;
@@ -25,8 +22,9 @@ pub mod pages;
 pub mod sstable;
 
 pub use error::{Error, Result};
-pub use fault_fs::FaultFs;
-pub use fs::{FileSystem, MemFs, StdFs};
+/// The fault-injecting file system under its former path (`fs::fault`).
+pub use fs::fault as fault_fs;
+pub use fs::{FaultFs, FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, ValueKind};
 pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};
 pub use options::{Compression, Options, ReadOptions, WriteOptions};

@@ -33,6 +33,10 @@
 //!    flushed: its records are in a synced table, so it never needs a sync, and it lets go of
 //!    its file and its own predecessor (the chain of unsynced logs stays as short as the list
 //!    of unflushed memtables).
+//! 5. A finished log whose `trim` changed the file (a mapped log's reserved tail cut) is
+//!    synced again before its successor's first sync, even if every record was synced: until
+//!    the shorter length is durable, a power loss can bring the zero tail back, and recovery
+//!    would read it as a torn tail and ignore every newer log.
 
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
@@ -265,6 +269,10 @@ struct LeaderState {
     previous_written: bool,
     /// Retired: flushed into a table; nothing left to write or sync.
     retired: bool,
+    /// `finish` trimmed the file and no sync has made its new length durable yet: until one
+    /// does, a power loss can bring back the reserved zero tail, which recovery reads as a
+    /// torn tail that hides every newer log.
+    trim_unsynced: bool,
 }
 
 /// One WAL file (or, with the WAL off, just a sequence source). See the module docs.
@@ -324,6 +332,7 @@ impl Log {
                 previous,
                 previous_written: false,
                 retired: false,
+                trim_unsynced: false,
             }),
             written_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
             synced_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
@@ -532,13 +541,14 @@ impl Log {
             previous.sync_finished()?;
         }
         let written = self.written_sequence.load(Ordering::Acquire);
-        if self.synced_sequence.load(Ordering::Acquire) < written {
+        if self.synced_sequence.load(Ordering::Acquire) < written || state.trim_unsynced {
             if let Some(file) = state.file.as_mut() {
                 if let Err(error) = file.sync() {
                     let _ = self.failed.set(error.clone());
                     return Err(error);
                 }
             }
+            state.trim_unsynced = false;
             self.synced_sequence.store(written, Ordering::Release);
         }
         Ok(())
@@ -587,11 +597,16 @@ impl Log {
                 if done {
                     // A finished log must end at its last record: recovery reads a zero tail
                     // (space a memory-mapped log reserved) in an older log as a torn tail and
-                    // would then ignore every newer log. The new length becomes durable with
-                    // the sync in `sync_finished`.
-                    if let Some(Err(error)) = state.file.as_mut().map(|file| file.trim()) {
-                        let _ = self.failed.set(error.clone());
-                        return Err(error);
+                    // would then ignore every newer log. A trim that changed the file asks for
+                    // a sync: `sync_finished` does it, off this (the writers') path, before
+                    // the successor's first sync — even if every record was synced already.
+                    match state.file.as_mut().map(|file| file.trim()) {
+                        Some(Err(error)) => {
+                            let _ = self.failed.set(error.clone());
+                            return Err(error);
+                        }
+                        Some(Ok(true)) => state.trim_unsynced = true,
+                        Some(Ok(false)) | None => {}
                     }
                     return Ok(());
                 }

@@ -1,4 +1,4 @@
-//! Crash and I/O-error tests on the fault-injecting file system (`cairn::fault_fs`).
+//! Crash and I/O-error tests on the fault-injecting file system (`cairn::fs::fault`).
 //!
 //! One fixed workload (a few hundred writes: puts, deletes and batches, some with `sync`,
 //! explicit flushes, a compaction, a close/reopen; a tiny memtable and MANIFEST limit so it
@@ -16,20 +16,26 @@
 //!   acknowledged one is; after a failed sync every write is refused with `WritesStopped`;
 //!   reopening (process restart, and power loss) gives a prefix state again.
 //!
+//! Each sweep also runs (`*_mapped_wal`) with `FaultFs` over the real file system in a
+//! temporary directory, so the production memory-mapped WAL (fallocate, windows, trim) is
+//! what fails and loses power; power-loss images are rebuilt in memory at the same paths.
+//!
 //! Scale: `CAIRN_CRASH_SEEDS` (images per crash point, default 2), `CAIRN_CRASH_STRIDE` /
-//! `CAIRN_IO_STRIDE` (test every n-th point, default 1). Failures print the point and seed.
+//! `CAIRN_IO_STRIDE` (test every n-th point in memory, default 1), `CAIRN_MAPPED_POINTS`
+//! (points per mapped-WAL sweep, spread evenly, default 6), `CAIRN_CRASH_HOLES=1` (images keep
+//! unsynced pages out of order). Failures print the point and seed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use cairn::fault_fs::{FaultFs, FaultKind, FaultPlan};
+use cairn::fs::fault::{FaultFs, FaultKind, FaultPlan};
 use cairn::{Db, Error, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -119,7 +125,54 @@ fn options(fs: &FaultFs) -> Options {
     }
 }
 
-const DB: &str = "/db";
+/// The database path on the in-memory file system.
+const MEM_DB: &str = "/db";
+
+/// Where a sweep runs: on the in-memory file system, or on the real one (a temporary
+/// directory) with the production memory-mapped WAL under the fault wrapper.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    Mem,
+    Mapped,
+}
+
+impl Target {
+    /// A fresh, empty file system and the database path on it; `name` keeps the directories
+    /// of tests running at once apart.
+    fn fresh(self, name: &str) -> (FaultFs, PathBuf) {
+        match self {
+            Target::Mem => (FaultFs::new(), PathBuf::from(MEM_DB)),
+            Target::Mapped => {
+                let directory =
+                    std::env::temp_dir().join(format!("cairn-crash-{}-{name}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&directory);
+                std::fs::create_dir_all(&directory).unwrap();
+                (FaultFs::wrap(cairn::StdFs), directory.join("db"))
+            }
+        }
+    }
+
+    /// Points to test out of `0..end`: every `stride`-th in memory; on the real file system
+    /// (slow: real fdatasyncs) `CAIRN_MAPPED_POINTS` points spread evenly (default 6).
+    fn points(self, end: u64, stride: usize) -> Vec<u64> {
+        match self {
+            Target::Mem => (0..end).step_by(stride).collect(),
+            Target::Mapped => {
+                let wanted = common::env_or::<u64>("CAIRN_MAPPED_POINTS", 6).max(1);
+                let step = end.div_ceil(wanted).max(1);
+                (0..end).step_by(step as usize).collect()
+            }
+        }
+    }
+
+    fn cleanup(self, db_path: &Path) {
+        if self == Target::Mapped {
+            if let Some(directory) = db_path.parent() {
+                let _ = std::fs::remove_dir_all(directory);
+            }
+        }
+    }
+}
 
 /// What a workload run observed.
 #[derive(Debug, Default)]
@@ -169,21 +222,21 @@ fn check_error(outcome: &mut Outcome, context: &str, error: &Error) {
 
 /// Runs `steps`. `stop_on_error`: stop at the first error (a crash), else keep going (one-shot
 /// faults), retrying a failed open once.
-fn run(fs: &FaultFs, steps: &[Step], stop_on_error: bool) -> (Outcome, Option<Db>) {
+fn run(fs: &FaultFs, db_path: &Path, steps: &[Step], stop_on_error: bool) -> (Outcome, Option<Db>) {
     let mut outcome = Outcome::default();
     let open = |outcome: &mut Outcome| -> Option<Db> {
         let opened = |db: Db, outcome: &mut Outcome| {
             outcome.opened_at_operation = fs.operation_count();
             Some(db)
         };
-        match Db::open(DB, options(fs)) {
+        match Db::open(db_path, options(fs)) {
             Ok(db) => opened(db, outcome),
             Err(error) => {
                 check_error(outcome, "open", &error);
                 if stop_on_error {
                     return None;
                 }
-                match Db::open(DB, options(fs)) {
+                match Db::open(db_path, options(fs)) {
                     Ok(db) => opened(db, outcome),
                     Err(error) => {
                         outcome
@@ -282,8 +335,12 @@ fn check_gets(db: &Db, state: &State) -> Result<(), String> {
 /// Opens `fs` and checks it holds the first m writes of one of the `candidates`
 /// (`(writes, floor)`) for some m in `floor..=writes.len()`. Then writes, reopens and reads
 /// again. Returns m.
-fn verify_recovery(fs: &FaultFs, candidates: &[(&[Write], usize)]) -> Result<usize, String> {
-    let db = Db::open(DB, options(fs)).map_err(|error| format!("reopen failed: {error}"))?;
+fn verify_recovery(
+    fs: &FaultFs,
+    db_path: &Path,
+    candidates: &[(&[Write], usize)],
+) -> Result<usize, String> {
+    let db = Db::open(db_path, options(fs)).map_err(|error| format!("reopen failed: {error}"))?;
     let recovered = read_state(&db).map_err(|error| format!("scan failed: {error}"))?;
     let mut matched = None;
     'candidates: for (writes, floor) in candidates {
@@ -313,7 +370,7 @@ fn verify_recovery(fs: &FaultFs, candidates: &[(&[Write], usize)]) -> Result<usi
     db.put_with(&WriteOptions { sync: true }, b"after-recovery", b"1")
         .map_err(|error| format!("write after recovery: {error}"))?;
     drop(db);
-    let db = Db::open(DB, options(fs)).map_err(|error| format!("second reopen: {error}"))?;
+    let db = Db::open(db_path, options(fs)).map_err(|error| format!("second reopen: {error}"))?;
     let mut again = read_state(&db).map_err(|error| format!("second scan: {error}"))?;
     if again.remove(b"after-recovery".as_slice()).as_deref() != Some(b"1".as_slice()) {
         return Err("write after recovery lost".into());
@@ -324,14 +381,33 @@ fn verify_recovery(fs: &FaultFs, candidates: &[(&[Write], usize)]) -> Result<usi
     Ok(matched)
 }
 
+/// A fresh file system for one run of a sweep; `CAIRN_CRASH_HOLES=1` lets its power-loss
+/// images keep unsynced pages out of order.
+fn fresh(target: Target, name: &str) -> (FaultFs, PathBuf) {
+    let (fs, db_path) = target.fresh(name);
+    fs.set_crash_holes(common::env_or::<usize>("CAIRN_CRASH_HOLES", 0) != 0);
+    (fs, db_path)
+}
+
 #[test]
 fn crash_at_every_write_point() {
+    crash_sweep(Target::Mem, "crash");
+}
+
+/// The same sweep on the real file system with the memory-mapped WAL (a slice of the points).
+#[cfg(target_os = "linux")]
+#[test]
+fn crash_at_every_write_point_mapped_wal() {
+    crash_sweep(Target::Mapped, "crash");
+}
+
+fn crash_sweep(target: Target, name: &str) {
     let steps = workload();
     let writes = writes_of(&steps);
     // A clean run counts the write points (background threads make the exact count vary a
     // little from run to run; points past the end of a run simply never fire).
-    let fs = FaultFs::new();
-    let (outcome, db) = run(&fs, &steps, true);
+    let (fs, db_path) = fresh(target, name);
+    let (outcome, db) = run(&fs, &db_path, &steps, true);
     assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     assert_eq!(outcome.acked(), writes.len());
     drop(db);
@@ -340,10 +416,10 @@ fn crash_at_every_write_point() {
     let stride = common::env_or::<usize>("CAIRN_CRASH_STRIDE", 1).max(1);
     let (mut points, mut images, mut failures) = (0u64, 0u64, Vec::new());
     let mut recovered_counts = Vec::new();
-    for point in (0..total + 20).step_by(stride) {
-        let fs = FaultFs::new();
+    for point in target.points(total + 20, stride) {
+        let (fs, db_path) = fresh(target, name);
         fs.set_plan(FaultPlan::CrashAtWritePoint { index: point });
-        let (outcome, db) = run(&fs, &steps, true);
+        let (outcome, db) = run(&fs, &db_path, &steps, true);
         drop(db);
         points += 1;
         for violation in &outcome.violations {
@@ -354,6 +430,7 @@ fn crash_at_every_write_point() {
             images += 1;
             match verify_recovery(
                 &image,
+                &db_path,
                 &[(&writes[..outcome.issued()], outcome.power_floor)],
             ) {
                 Ok(m) => recovered_counts.push(m),
@@ -367,8 +444,9 @@ fn crash_at_every_write_point() {
             }
         }
     }
+    target.cleanup(&db_path);
     eprintln!(
-        "crash_at_every_write_point: {points} crash points (of {total} write points), {images} images, {} violations",
+        "crash_at_every_write_point ({target:?}): {points} crash points (of {total} write points), {images} images, {} violations",
         failures.len()
     );
     assert!(
@@ -379,19 +457,20 @@ fn crash_at_every_write_point() {
     );
 }
 
-fn io_error_sweep(kind: FaultKind) {
+fn io_error_sweep(kind: FaultKind, target: Target) {
+    let name = format!("{kind:?}");
     let steps = workload();
-    let fs = FaultFs::new();
-    let (outcome, db) = run(&fs, &steps, false);
+    let (fs, db_path) = fresh(target, &name);
+    let (outcome, db) = run(&fs, &db_path, &steps, false);
     assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     drop(db);
     let total = fs.operation_count();
     let stride = common::env_or::<usize>("CAIRN_IO_STRIDE", 1).max(1);
     let (mut injections, mut failures) = (0u64, Vec::new());
-    for index in (0..total + 20).step_by(stride) {
-        let fs = FaultFs::new();
+    for index in target.points(total + 20, stride) {
+        let (fs, db_path) = fresh(target, &name);
         fs.set_plan(FaultPlan::Once { index, kind });
-        let (mut outcome, db) = run(&fs, &steps, false);
+        let (mut outcome, db) = run(&fs, &db_path, &steps, false);
         let injected = fs.injected();
         let fired_open = injected.first().cloned();
         if fired_open.is_some() {
@@ -438,115 +517,26 @@ fn io_error_sweep(kind: FaultKind) {
             report("the database could not be reopened on a healthy file system".into());
             continue;
         };
-        // Live state: the acknowledged writes, or those plus the write that failed: a write
-        // whose record reached the OS before its sync failed is inserted and visible (the
-        // error is sticky, so nothing follows it) — unless the fault hit an earlier instance,
-        // whose failed write the reopen may replay.
-        let mut logged_state = State::new();
-        for write in &maybe_logged {
-            apply(&mut logged_state, write);
-        }
-        let allowed = |live: &State| *live == acked_state || *live == logged_state;
-        let fault_in_this_instance = fired_open
-            .as_ref()
-            .is_none_or(|fault| fault.operation_index >= outcome.opened_at_operation);
-        if fault_in_this_instance {
-            match read_state(&db) {
-                Ok(live) if allowed(&live) => {}
-                Ok(_) => report("live state differs from the acknowledged writes".into()),
-                // The one-shot fault may land on these reads; they are retried once.
-                Err(_) => match read_state(&db) {
-                    Ok(live) if allowed(&live) => {}
-                    Ok(_) => report("live state differs from the acknowledged writes".into()),
-                    Err(error) => report(format!("scan failed twice: {error}")),
-                },
-            }
-        }
-        // Synchronise with background work, so a failure there is recorded, then probe.
-        let _ = db.flush();
-        let _ = db.compact_range(None, None);
-        let fault = fs.injected().first().cloned();
-        // Only a failed sync seen by this instance must stop it (one that failed an open, or
-        // hit an instance closed since, does not).
-        let stopped_by_sync = fault.as_ref().is_some_and(|fault| {
-            fault.is_sync && fault.operation_index >= outcome.opened_at_operation
-        });
-        let probe = db.put_with(&WriteOptions { sync: true }, b"probe", b"p");
-        match (&probe, stopped_by_sync) {
-            (Err(Error::WritesStopped { .. }), _) => {}
-            (Err(error), true) => report(format!("probe after a failed sync: {error}")),
-            (Ok(()), false) => {}
-            (Err(error), false) => {
-                // A fault that hit a read or a removal may legitimately be invisible to
-                // writers, but a write that fails after the fault passed must be sticky.
-                report(format!("probe write failed without WritesStopped: {error}"));
-            }
-            (Ok(()), true) => report(format!(
-                "writes accepted after a failed {:?}",
-                fault.map(|fault| fault.operation)
-            )),
-        }
-        let probe_ok = probe.is_ok();
-        drop(db);
-        let probe_write = vec![(b"probe".to_vec(), Some(b"p".to_vec()))];
-        // Candidate histories: the writes that may be logged, or only the acknowledged ones
-        // (a failed write is allowed to be absent), each plus the probe if it was acked.
-        let mut acked_writes: Vec<Write> = issued
-            .iter()
-            .zip(&outcome.results)
-            .filter(|(_, result)| **result == WriteResult::Acked)
-            .map(|(write, _)| write.clone())
-            .collect();
-        let mut maybe_logged = maybe_logged;
-        if probe_ok {
-            maybe_logged.push(probe_write.clone());
-            acked_writes.push(probe_write);
-        }
-        let restart_floor = if probe_ok {
-            maybe_logged.len()
-        } else {
-            last_acked
-        };
-        // Writes acknowledged durable (sync or flush) before the power loss, counted in each
-        // candidate list.
-        let durable_issued = outcome.power_floor;
-        let floor_in = |keep: &dyn Fn(&WriteResult) -> bool| {
-            outcome.results[..durable_issued]
-                .iter()
-                .filter(|result| keep(result))
-                .count()
-        };
-        let power_floor_logged = floor_in(&|result| *result != WriteResult::Refused);
-        let power_floor_acked = floor_in(&|result| *result == WriteResult::Acked);
-        let probe_floor = |list: &[Write], floor: usize| if probe_ok { list.len() } else { floor };
-        // Power loss right after the run: only synced data and directory entries survive.
-        let image = fs.crash_image(index);
-        fs.heal();
-        // Process restart: everything handed to the OS is still there.
-        if let Err(message) = verify_recovery(
+        let probe_ok = check_live_and_probe(
             &fs,
-            &[
-                (&maybe_logged, restart_floor),
-                (&acked_writes, acked_writes.len()),
-            ],
-        ) {
-            report(format!("restart: {message}"));
-        }
-        if let Err(message) = verify_recovery(
-            &image,
-            &[
-                (
-                    &maybe_logged,
-                    probe_floor(&maybe_logged, power_floor_logged),
-                ),
-                (&acked_writes, probe_floor(&acked_writes, power_floor_acked)),
-            ],
-        ) {
-            report(format!("power loss: {message}"));
-        }
+            db,
+            &outcome,
+            &acked_state,
+            &maybe_logged,
+            fired_open.as_ref(),
+            &mut report,
+        );
+        let history = IoHistory {
+            issued: &issued,
+            maybe_logged,
+            last_acked,
+            probe_ok,
+        };
+        check_io_recovery(&fs, &db_path, index, &outcome, history, &mut report);
     }
+    target.cleanup(&db_path);
     eprintln!(
-        "{kind:?} at every operation: {injections} injections (of {total} operations), {} violations",
+        "{kind:?} at every operation ({target:?}): {injections} injections (of {total} operations), {} violations",
         failures.len()
     );
     assert!(
@@ -557,20 +547,179 @@ fn io_error_sweep(kind: FaultKind) {
     );
 }
 
+/// Checks the live state of the run's database after a one-shot fault, then probes it with
+/// a synced write; returns whether the probe was acknowledged. Consumes (closes) the database.
+fn check_live_and_probe(
+    fs: &FaultFs,
+    db: Db,
+    outcome: &Outcome,
+    acked_state: &State,
+    maybe_logged: &[Write],
+    fired_open: Option<&cairn::fs::fault::InjectedFault>,
+    report: &mut dyn FnMut(String),
+) -> bool {
+    // Live state: the acknowledged writes, or those plus the write that failed: a write
+    // whose record reached the OS before its sync failed is inserted and visible (the
+    // error is sticky, so nothing follows it) — unless the fault hit an earlier instance,
+    // whose failed write the reopen may replay.
+    let mut logged_state = State::new();
+    for write in maybe_logged {
+        apply(&mut logged_state, write);
+    }
+    let allowed = |live: &State| live == acked_state || *live == logged_state;
+    let fault_in_this_instance =
+        fired_open.is_none_or(|fault| fault.operation_index >= outcome.opened_at_operation);
+    if fault_in_this_instance {
+        match read_state(&db) {
+            Ok(live) if allowed(&live) => {}
+            Ok(_) => report("live state differs from the acknowledged writes".into()),
+            // The one-shot fault may land on these reads; they are retried once.
+            Err(_) => match read_state(&db) {
+                Ok(live) if allowed(&live) => {}
+                Ok(_) => report("live state differs from the acknowledged writes".into()),
+                Err(error) => report(format!("scan failed twice: {error}")),
+            },
+        }
+    }
+    // Synchronise with background work, so a failure there is recorded, then probe.
+    let _ = db.flush();
+    let _ = db.compact_range(None, None);
+    let fault = fs.injected().first().cloned();
+    // Only a failed sync seen by this instance must stop it (one that failed an open, or
+    // hit an instance closed since, does not).
+    let stopped_by_sync = fault
+        .as_ref()
+        .is_some_and(|fault| fault.is_sync && fault.operation_index >= outcome.opened_at_operation);
+    let probe = db.put_with(&WriteOptions { sync: true }, b"probe", b"p");
+    match (&probe, stopped_by_sync) {
+        (Err(Error::WritesStopped { .. }), _) => {}
+        (Err(error), true) => report(format!("probe after a failed sync: {error}")),
+        (Ok(()), false) => {}
+        (Err(error), false) => {
+            // A fault that hit a read or a removal may legitimately be invisible to
+            // writers, but a write that fails after the fault passed must be sticky.
+            report(format!("probe write failed without WritesStopped: {error}"));
+        }
+        (Ok(()), true) => report(format!(
+            "writes accepted after a failed {:?}",
+            fault.map(|fault| fault.operation)
+        )),
+    }
+    let probe_ok = probe.is_ok();
+    drop(db);
+    probe_ok
+}
+
+/// What a one-shot-fault run may have logged (see `io_error_sweep`).
+struct IoHistory<'a> {
+    issued: &'a [Write],
+    maybe_logged: Vec<Write>,
+    last_acked: usize,
+    probe_ok: bool,
+}
+
+/// Reopens after a process restart and after a power loss; both must give a prefix holding
+/// every acknowledged (resp. durable) write.
+fn check_io_recovery(
+    fs: &FaultFs,
+    db_path: &Path,
+    index: u64,
+    outcome: &Outcome,
+    history: IoHistory<'_>,
+    report: &mut dyn FnMut(String),
+) {
+    let IoHistory {
+        issued,
+        maybe_logged,
+        last_acked,
+        probe_ok,
+    } = history;
+    let probe_write = vec![(b"probe".to_vec(), Some(b"p".to_vec()))];
+    // Candidate histories: the writes that may be logged, or only the acknowledged ones
+    // (a failed write is allowed to be absent), each plus the probe if it was acked.
+    let mut acked_writes: Vec<Write> = issued
+        .iter()
+        .zip(&outcome.results)
+        .filter(|(_, result)| **result == WriteResult::Acked)
+        .map(|(write, _)| write.clone())
+        .collect();
+    let mut maybe_logged = maybe_logged;
+    if probe_ok {
+        maybe_logged.push(probe_write.clone());
+        acked_writes.push(probe_write);
+    }
+    let restart_floor = if probe_ok {
+        maybe_logged.len()
+    } else {
+        last_acked
+    };
+    // Writes acknowledged durable (sync or flush) before the power loss, counted in each
+    // candidate list.
+    let durable_issued = outcome.power_floor;
+    let floor_in = |keep: &dyn Fn(&WriteResult) -> bool| {
+        outcome.results[..durable_issued]
+            .iter()
+            .filter(|result| keep(result))
+            .count()
+    };
+    let power_floor_logged = floor_in(&|result| *result != WriteResult::Refused);
+    let power_floor_acked = floor_in(&|result| *result == WriteResult::Acked);
+    let probe_floor = |list: &[Write], floor: usize| if probe_ok { list.len() } else { floor };
+    // Power loss right after the run: only synced data and directory entries survive.
+    let image = fs.crash_image(index);
+    fs.heal();
+    // Process restart: everything handed to the OS is still there.
+    if let Err(message) = verify_recovery(
+        fs,
+        db_path,
+        &[
+            (&maybe_logged, restart_floor),
+            (&acked_writes, acked_writes.len()),
+        ],
+    ) {
+        report(format!("restart: {message}"));
+    }
+    if let Err(message) = verify_recovery(
+        &image,
+        db_path,
+        &[
+            (
+                &maybe_logged,
+                probe_floor(&maybe_logged, power_floor_logged),
+            ),
+            (&acked_writes, probe_floor(&acked_writes, power_floor_acked)),
+        ],
+    ) {
+        report(format!("power loss: {message}"));
+    }
+}
+
 #[test]
 fn eio_at_every_operation() {
-    io_error_sweep(FaultKind::Eio);
+    io_error_sweep(FaultKind::Eio, Target::Mem);
 }
 
 #[test]
 fn enospc_at_every_operation() {
-    io_error_sweep(FaultKind::Enospc);
+    io_error_sweep(FaultKind::Enospc, Target::Mem);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn eio_at_every_operation_mapped_wal() {
+    io_error_sweep(FaultKind::Eio, Target::Mapped);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn enospc_at_every_operation_mapped_wal() {
+    io_error_sweep(FaultKind::Enospc, Target::Mapped);
 }
 
 #[test]
 fn workload_spans_switches_flushes_compactions_and_manifest_rollovers() {
     let fs = FaultFs::new();
-    let (outcome, db) = run(&fs, &workload(), true);
+    let (outcome, db) = run(&fs, Path::new(MEM_DB), &workload(), true);
     assert!(outcome.violations.is_empty());
     let db = db.unwrap();
     let stats = db.stats();
@@ -579,7 +728,7 @@ fn workload_spans_switches_flushes_compactions_and_manifest_rollovers() {
     assert!(stats.counter("flushes") >= 5, "{stats:?}");
     assert!(stats.counter("compactions") >= 3, "{stats:?}");
     drop(db);
-    let names = cairn::FileSystem::list(&fs, Path::new(DB)).unwrap();
+    let names = cairn::FileSystem::list(&fs, Path::new(MEM_DB)).unwrap();
     let manifest = names
         .iter()
         .filter_map(|name| name.strip_prefix("MANIFEST-"))
@@ -593,4 +742,53 @@ fn workload_spans_switches_flushes_compactions_and_manifest_rollovers() {
         .filter(|step| matches!(step, Step::Write { sync: true, .. }))
         .count();
     assert!(sync_writes > 20 && sync_writes < 150);
+}
+
+/// Unsynced WAL pages may reach the disk in any order: a power-loss image can hold a later
+/// page of the log while an earlier one reads as zeros. Recovery must still open and keep a
+/// prefix of the writes holding every synced one. Fails today: recovery calls the hole
+/// corruption (RELIABILITY.md, Known limits).
+#[test]
+#[ignore = "open: recovery refuses a WAL with a hole in its unsynced tail"]
+fn power_loss_with_holes_in_the_unsynced_wal_tail() {
+    let fs = FaultFs::new();
+    fs.set_crash_holes(true);
+    let db_path = Path::new(MEM_DB);
+    let db = Db::open(
+        db_path,
+        Options {
+            file_system: Arc::new(fs.clone()),
+            write_buffer_size_bytes: 1 << 20,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut writes: Vec<Write> = Vec::new();
+    let mut floor = 0;
+    for index in 0..400u32 {
+        let write = vec![(
+            key(index % KEY_COUNT),
+            Some(vec![b'a' + (index % 26) as u8; 150 + index as usize]),
+        )];
+        let sync = index % 97 == 0;
+        let mut batch = WriteBatch::new();
+        if let (key, Some(value)) = &write[0] {
+            batch.put(key, value);
+        }
+        db.write(&WriteOptions { sync }, batch).unwrap();
+        writes.push(write);
+        if sync {
+            floor = writes.len();
+        }
+    }
+    fs.crash_now();
+    drop(db);
+    let mut failures = Vec::new();
+    for seed in 0..common::env_or::<u64>("CAIRN_CRASH_SEEDS", 2) * 16 {
+        let image = fs.crash_image(seed);
+        if let Err(message) = verify_recovery(&image, db_path, &[(&writes, floor)]) {
+            failures.push(format!("seed {seed}: {message}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

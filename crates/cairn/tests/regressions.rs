@@ -6,7 +6,7 @@
 
 mod common;
 
-use cairn::fault_fs::{FaultFs, FaultKind, FaultPlan};
+use cairn::fs::fault::{FaultFs, FaultKind, FaultPlan};
 use cairn::version::{AddedFile, VersionEdit, VersionSet};
 use cairn::{Db, Error, FileSystem, Options, WriteOptions};
 use std::collections::BTreeMap;
@@ -315,4 +315,66 @@ fn failed_manual_compaction_is_sticky() {
         Err(Error::WritesStopped { .. }) => {}
         other => panic!("writes must stop after a failed sync in compaction, got {other:?}"),
     }
+}
+
+/// A fresh directory under the system temp directory for a test on the real file system.
+fn temporary_directory(name: &str) -> std::path::PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("cairn-regressions-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+/// Bug: `Log::finish` trims a memory-mapped WAL's fallocated tail, but ignored `trim`'s
+/// `Ok(true)` ("sync again"), and `sync_finished` skipped the fdatasync because every record
+/// was already synced. After a power loss the old log could come back with its zero tail,
+/// recovery read it as a torn tail and ignored the next log: acknowledged `sync: true` writes
+/// in the newer log were lost. Runs the production mapped WAL (`FaultFs` over `StdFs`); the
+/// flush is stalled so the old logs are still needed at the crash.
+#[cfg(target_os = "linux")]
+#[test]
+fn trimmed_mapped_wal_is_synced_before_the_next_log_counts() {
+    let directory = temporary_directory("trim");
+    let path = directory.join("db");
+    let fs = FaultFs::wrap(cairn::StdFs);
+    // Keep every memtable unflushed: its log is what recovery must read.
+    fs.set_latency("create", ".sst", std::time::Duration::from_secs(3));
+    let db = Db::open(
+        &path,
+        Options {
+            file_system: Arc::new(fs.clone()),
+            write_buffer_size_bytes: 16 << 10,
+            max_immutable_memtables: 8,
+            wal_memory_mapped: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut acknowledged = 0u32;
+    for index in 0..40 {
+        if db
+            .put_with(&WriteOptions { sync: true }, &key(index), &[b'v'; 1500])
+            .is_ok()
+        {
+            acknowledged = index + 1;
+        }
+    }
+    assert_eq!(acknowledged, 40);
+    assert!(db.stats().counter("memtable_switches") >= 2);
+    fs.crash_now();
+    let lost: Vec<u64> = (0..32)
+        .filter(|&seed| {
+            let image = fs.crash_image(seed);
+            let db = Db::open(&path, options(&image)).unwrap();
+            let state = scan(&db);
+            (0..acknowledged).any(|index| !state.contains_key(&key(index)))
+        })
+        .collect();
+    drop(db);
+    let _ = std::fs::remove_dir_all(&directory);
+    assert!(
+        lost.is_empty(),
+        "synced writes lost after power loss with images {lost:?}"
+    );
 }

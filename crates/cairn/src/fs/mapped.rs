@@ -17,6 +17,10 @@
 //! to the bytes appended. After a crash the file ends in up to one window of zeros, which the
 //! log reader already treats as a torn tail (a zero header is never a record: `wal` module).
 //!
+//! Power loss: `fallocate` and the final `trim` change the file's length, which (like the
+//! bytes) is durable only after the next `sync`; `allocated_bytes` reports the reserved
+//! length so fault injection can model both (`fs::fault`).
+//!
 //! Thread-safety contract: like every `WritableFile`, owned by one writer at a time
 //! (`&mut self`); the WAL's group-commit leader is that writer.
 //!
@@ -26,8 +30,8 @@
 //! 2. `window_offset <= size_bytes <= window_offset + window_bytes` while a window is mapped.
 //! 3. `size_bytes <= reserved_bytes`: every appended byte lies in space `fallocate` reserved.
 
+use super::WritableFile;
 use crate::error::{Error, Result};
-use crate::fs::WritableFile;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -139,6 +143,30 @@ impl MappedWritableFile {
         Ok(())
     }
 
+    /// Module invariants 1–3 (with the `invariants` feature; a no-op otherwise).
+    fn check_invariants(&self) {
+        if !cfg!(feature = "invariants") {
+            return;
+        }
+        assert!(self.size_bytes <= self.reserved_bytes, "invariant 3");
+        if !self.window.is_null() {
+            let end = self.window_offset + self.window_bytes as u64;
+            assert_eq!(
+                self.window_offset % WINDOW_BYTES_MIN as u64,
+                0,
+                "invariant 1"
+            );
+            assert!(
+                self.window_offset <= self.size_bytes && self.size_bytes <= end,
+                "invariant 2"
+            );
+            assert!(
+                end <= self.reserved_bytes,
+                "invariant 1: window past the reservation"
+            );
+        }
+    }
+
     fn unmap_window(&mut self) {
         if self.window.is_null() {
             return;
@@ -230,7 +258,7 @@ impl WritableFile for MappedWritableFile {
             self.size_bytes += count as u64;
             data = later;
         }
-        debug_assert!(self.size_bytes <= self.reserved_bytes);
+        self.check_invariants();
         Ok(())
     }
 
@@ -247,6 +275,10 @@ impl WritableFile for MappedWritableFile {
 
     fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    fn allocated_bytes(&self) -> u64 {
+        self.reserved_bytes
     }
 
     fn trim(&mut self) -> Result<bool> {
