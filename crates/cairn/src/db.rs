@@ -750,6 +750,19 @@ fn recover_wals(
     'wals: for (index, &number) in wal_numbers.iter().enumerate() {
         let path = filename::wal_path(directory, number);
         let contents = read_log(file_system, &path)?;
+        if contents.record_count() == 0 {
+            // An empty WAL was created but its records never reached the disk (a sealed WAL
+            // always holds a record, and a newer WAL syncs only after it). Whatever a newer
+            // WAL holds was never synced and follows the lost records: replaying it would
+            // leave a hole, so the recovered prefix ends here.
+            warn_ignored_wals(
+                file_system,
+                directory,
+                wal_numbers.get(index + 1..).unwrap_or_default(),
+                &format!("{} is empty", path.display()),
+            );
+            break;
+        }
         for (record_index, (offset, payload)) in contents.records().enumerate() {
             let batch = DecodedBatch::decode(payload)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
@@ -811,26 +824,16 @@ fn recover_wals(
             // A torn tail ends the recoverable prefix. A newer WAL can hold records past it
             // only if they were never synced (a sync first syncs every older WAL), so they
             // are dropped to keep the recovered state a prefix with no hole.
-            let skipped = wal_numbers.len() - index - 1;
-            if skipped > 0 {
-                // Count what is dropped: after a process crash a newer WAL holds records only
-                // if this one was not finished first, which invariant 4 of `wal_writer` rules
-                // out — a non-zero count here means writes were lost, not just unsynced.
-                let dropped_records: usize = wal_numbers
-                    .iter()
-                    .skip(index + 1)
-                    .map(|&newer| {
-                        read_log(file_system, &filename::wal_path(directory, newer))
-                            .map_or(0, |newer| newer.record_count())
-                    })
-                    .sum();
-                eprintln!(
-                    "cairn: {} has a torn tail at offset {}; ignoring {skipped} newer WAL(s) \
-                     of unsynced writes ({dropped_records} records)",
+            warn_ignored_wals(
+                file_system,
+                directory,
+                wal_numbers.get(index + 1..).unwrap_or_default(),
+                &format!(
+                    "{} has a torn tail at offset {}",
                     path.display(),
                     contents.torn_tail_offset.unwrap_or(0)
-                );
-            }
+                ),
+            );
             break;
         }
     }
@@ -854,6 +857,27 @@ fn recover_wals(
         })?;
     }
     Ok(last_sequence)
+}
+
+/// Reports the newer WALs that recovery ignores because the prefix ended at an older one
+/// (`reason`). The count of records dropped matters: after a process crash a newer WAL holds
+/// records only if the older one was finished first, which invariant 4 of `wal_writer` rules
+/// out, so a non-zero count means writes were lost, not just unsynced.
+fn warn_ignored_wals(file_system: &dyn FileSystem, directory: &Path, newer: &[u64], reason: &str) {
+    if newer.is_empty() {
+        return;
+    }
+    let dropped_records: usize = newer
+        .iter()
+        .map(|&number| {
+            read_log(file_system, &filename::wal_path(directory, number))
+                .map_or(0, |contents| contents.record_count())
+        })
+        .sum();
+    eprintln!(
+        "cairn: {reason}; ignoring {} newer WAL(s) of unsynced writes ({dropped_records} records)",
+        newer.len()
+    );
 }
 
 impl DbInner {
@@ -1972,6 +1996,86 @@ mod tests {
         let db = reopen(&fs).unwrap();
         assert!(db.get(b"h").unwrap().is_some());
         assert!(db.get(b"f").unwrap().is_none());
+    }
+
+    /// A database holding `a` and `b` flushed to a table, closed with an empty WAL (the one
+    /// the flush switched to) as the MANIFEST's first WAL to replay; returns the number above
+    /// every file in it.
+    fn flushed_database(fs: &MemFs) -> u64 {
+        let db = reopen(fs).unwrap();
+        db.put(b"a", b"1").unwrap();
+        db.put(b"b", b"2").unwrap();
+        db.flush().unwrap();
+        db.close().unwrap();
+        next_file_number(fs)
+    }
+
+    fn next_file_number(fs: &MemFs) -> u64 {
+        fs.list(Path::new("/db"))
+            .unwrap()
+            .iter()
+            .filter_map(|name| match filename::parse_file_name(name) {
+                Some(
+                    FileKind::Wal(number) | FileKind::Table(number) | FileKind::Manifest(number),
+                ) => Some(number),
+                _ => None,
+            })
+            .max()
+            .unwrap()
+            + 1
+    }
+
+    /// Rewrites the MANIFEST with `last_sequence` raised, as a flush logs it when writes of
+    /// the next WAL were already visible (written to the OS, not synced) at that moment.
+    fn raise_manifest_last_sequence(fs: &MemFs, last_sequence: SequenceNumber) {
+        let options = Options::default();
+        let mut versions = VersionSet::new(
+            Path::new("/db"),
+            Arc::new(fs.clone()),
+            options.level_count,
+            options.manifest_size_bytes_max,
+        );
+        versions.recover().unwrap();
+        versions
+            .apply_unlogged(&VersionEdit {
+                last_sequence: Some(last_sequence),
+                ..VersionEdit::default()
+            })
+            .unwrap();
+        versions.write_snapshot().unwrap();
+    }
+
+    #[test]
+    fn an_empty_wal_ends_the_recovered_prefix_when_sequences_line_up() {
+        let fs = MemFs::new();
+        let number = flushed_database(&fs);
+        // Writes 3..=10 went to the empty WAL and were visible when the flush logged them;
+        // the power loss took that WAL's contents, while an unsynced record of a newer WAL
+        // reached the disk. Replaying it would recover 11 without 3..=10.
+        raise_manifest_last_sequence(&fs, 10);
+        write_wal(&fs, number, &[(11, b"k")]);
+        let db = reopen(&fs).unwrap();
+        assert!(db.get(b"a").unwrap().is_some());
+        assert!(
+            db.get(b"k").unwrap().is_none(),
+            "a WAL past an empty one was replayed"
+        );
+    }
+
+    #[test]
+    fn an_empty_wal_ends_the_recovered_prefix_when_sequences_skip() {
+        let fs = MemFs::new();
+        let number = flushed_database(&fs);
+        // The empty WAL held 3 and 4; the newer WAL's unsynced record starts at 5.
+        write_wal(&fs, number, &[(5, b"e")]);
+        let db = reopen(&fs).unwrap();
+        assert!(db.get(b"b").unwrap().is_some());
+        assert!(db.get(b"e").unwrap().is_none());
+        db.put(b"f", b"6").unwrap();
+        db.close().unwrap();
+        let db = reopen(&fs).unwrap();
+        assert!(db.get(b"f").unwrap().is_some());
+        assert!(db.get(b"e").unwrap().is_none());
     }
 
     #[test]
