@@ -241,8 +241,6 @@ struct DbInner {
     counters: Counters,
     pending_outputs: Mutex<HashSet<u64>>,
     compaction_lock: Mutex<()>,
-    /// Lock stripes of the baseline read-modify-write (never used by `update`).
-    stripes: Box<[Mutex<()>]>,
 }
 
 /// What a read-modify-write function decides to do with the current value.
@@ -255,9 +253,6 @@ pub enum Update {
     /// Delete the key.
     Delete,
 }
-
-/// Number of lock stripes of the baseline read-modify-write.
-const STRIPES: usize = 1024;
 
 /// A persistent key-value store. See the module documentation for the concurrency contract.
 pub struct Db {
@@ -376,7 +371,6 @@ impl Db {
             counters: Counters::default(),
             pending_outputs: Mutex::new(HashSet::new()),
             compaction_lock: Mutex::new(()),
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             options,
         });
         inner.delete_obsolete_files();
@@ -517,16 +511,11 @@ impl Db {
     /// counts as 0) and returns the new value. Fails with `InvalidArgument` if the value is not
     /// an integer or the sum overflows.
     pub fn increment(&self, key: &[u8], delta: i64) -> Result<i64> {
-        self.increment_with(key, delta, false)
+        self.increment_with(key, delta)
     }
 
-    /// `increment` through the lock-striped baseline (benchmarks only: cLSM §5.1 compares the
-    /// optimistic RMW with this).
-    pub fn increment_striped(&self, key: &[u8], delta: i64) -> Result<i64> {
-        self.increment_with(key, delta, true)
-    }
-
-    fn increment_with(&self, key: &[u8], delta: i64, striped: bool) -> Result<i64> {
+    /// Adds `delta` to the integer stored at `key` through the optimistic read-modify-write.
+    fn increment_with(&self, key: &[u8], delta: i64) -> Result<i64> {
         // The decision may run several times (optimistic retries); the last run's outcome
         // is the one that took effect.
         let mut outcome: std::result::Result<i64, String> = Ok(0);
@@ -541,11 +530,7 @@ impl Db {
                 Err(_) => Update::Keep,
             }
         };
-        if striped {
-            self.inner.read_modify_write_striped(key, &mut decide)?;
-        } else {
-            self.inner.read_modify_write(key, &mut decide)?;
-        }
+        self.inner.read_modify_write(key, &mut decide)?;
         outcome.map_err(Error::InvalidArgument)
     }
 
@@ -1457,31 +1442,6 @@ impl DbInner {
                 _ => Counters::add(&self.counters.read_modify_write_conflicts, 1),
             }
         }
-    }
-
-    /// The lock-striped read-modify-write used as the baseline in benchmarks (cLSM §5.1):
-    /// a mutex per key stripe around read + write.
-    fn read_modify_write_striped(
-        &self,
-        key: &[u8],
-        decide: &mut dyn FnMut(Option<&[u8]>) -> Update,
-    ) -> Result<Option<Vec<u8>>> {
-        check_key(key)?;
-        let stripe = (xxhash_rust::xxh3::xxh3_64(key) % self.stripes.len() as u64) as usize;
-        let Some(stripe) = self.stripes.get(stripe) else {
-            return Err(Error::Internal("stripe index out of range".into()));
-        };
-        let _held = lock(stripe);
-        let current = self.get(key, None)?;
-        // Batches sized as in `update`, so the baseline pays no allocation the optimistic
-        // path does not.
-        let (batch, new_value) = match decide(current.as_deref()) {
-            Update::Keep => return Ok(current),
-            Update::Put(value) => (WriteBatch::single_put(key, &value), Some(value)),
-            Update::Delete => (WriteBatch::single_delete(key), None),
-        };
-        self.write(&WriteOptions::default(), batch)?;
-        Ok(new_value)
     }
 
     fn iterator(
