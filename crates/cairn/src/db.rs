@@ -424,8 +424,10 @@ impl Db {
         self.inner.write(options, batch).map(|_| ())
     }
 
-    /// Like [`Db::write`], returning the sequence number of the batch's last entry (tests and
-    /// tools use it to reconstruct histories).
+    /// Like [`Db::write`], returning the sequence number of the batch's last entry (tests use
+    /// it to reconstruct histories).
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
     pub fn write_with_sequence(
         &self,
         options: &WriteOptions,
