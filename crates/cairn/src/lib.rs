@@ -18,6 +18,7 @@ pub mod key;
 pub mod logmem;
 #[cfg(target_os = "linux")]
 mod mapped_file;
+pub mod memory;
 pub mod memstore;
 pub mod memtable;
 pub mod options;
