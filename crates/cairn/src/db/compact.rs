@@ -64,10 +64,23 @@ impl DbInner {
                 Choice::Nothing => return true,
                 Choice::Compact(plan) => plan,
             };
+            debug_assert!(plan.output_level < version.level_count());
+            let inputs: Vec<(usize, u64)> = plan
+                .inputs
+                .iter()
+                .map(|file| (plan.level, file.number))
+                .collect();
             if let Err(error) = self.run_compaction(version, plan) {
                 self.set_sticky_error(&error);
                 return false;
             }
+            // Postcondition: the inputs left the current version (moved or merged away).
+            let current = self.super_version.load_full();
+            debug_assert!(inputs.iter().all(|&(level, number)| current
+                .version
+                .files(level)
+                .iter()
+                .all(|file| file.number != number)));
         }
     }
 

@@ -52,6 +52,10 @@ impl DbInner {
             drop(super_version);
             let background = lock(&self.background);
             if background.shutting_down {
+                debug_assert!(
+                    self.super_version.load().memory.sealed().len()
+                        <= self.options.max_immutable_memtables
+                );
                 return Err(Error::Closed);
             }
             let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);
@@ -118,6 +122,10 @@ impl DbInner {
         let Some(oldest) = self.super_version.load().memory.oldest_sealed().cloned() else {
             return Ok(());
         };
+        debug_assert!(
+            oldest.last_sequence().is_some(),
+            "a sealed buffer without a last sequence"
+        );
         self.wait_quiet(&oldest)?;
         let snapshots = self.snapshots.sequences();
         let mut filter = VersionFilter::new(&snapshots, None);
@@ -181,6 +189,12 @@ impl DbInner {
         }
         if let Ok(outputs) = &result {
             debug_assert!(outputs.iter().all(|file| allocated.contains(&file.number)));
+            debug_assert!(
+                outputs
+                    .iter()
+                    .all(|file| lock(&self.pending_outputs).contains(&file.number)),
+                "invariant 3: an output is not pending until it is installed"
+            );
         }
         result
     }
@@ -192,6 +206,16 @@ impl DbInner {
         edit: VersionEdit,
         flushed: Option<&Arc<WriteBuffer>>,
     ) -> Result<()> {
+        debug_assert!(
+            flushed.is_none_or(|flushed| self
+                .super_version
+                .load()
+                .memory
+                .sealed()
+                .iter()
+                .any(|sealed| Arc::ptr_eq(sealed, flushed))),
+            "the flushed buffer is not sealed in the super version"
+        );
         let added: Vec<u64> = edit
             .added_files
             .iter()

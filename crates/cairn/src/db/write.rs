@@ -70,6 +70,10 @@ impl DbInner {
         // still be finished, or the watermark would stop for every later writer.
         let inserted = reservation.super_version.memory.insert(&batch, first);
         let last = first + count - 1;
+        debug_assert!(
+            first >= 1 && last >= first,
+            "invariant 1: an empty or wrapped range"
+        );
         self.finish_write(&reservation, options, last, record_length)?;
         let (puts, deletes) = inserted.map_err(Error::Internal)?;
         debug_assert_eq!(puts + deletes, count);
@@ -215,6 +219,10 @@ impl DbInner {
         if !buffer.claim_switch() {
             return self.wait_for_switch(buffer);
         }
+        debug_assert!(
+            buffer.last_sequence().is_none(),
+            "a claimed buffer was already sealed"
+        );
         let started = Instant::now();
         let mut stalled = false;
         loop {
@@ -238,7 +246,12 @@ impl DbInner {
                 started.elapsed().as_micros() as u64,
             );
         }
-        self.switch_buffer(buffer)
+        self.switch_buffer(buffer)?;
+        debug_assert!(
+            buffer.last_sequence().is_some(),
+            "the switch did not seal the buffer"
+        );
+        Ok(())
     }
 
     /// Seals `buffer` and installs a new one with a new WAL. Only the writer that claimed
