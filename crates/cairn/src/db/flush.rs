@@ -38,6 +38,9 @@ impl DbInner {
             self.make_room(&buffer)?;
         }
         let first = buffer.log().first_sequence();
+        // Postcondition of the seal above: the buffer no longer takes writes, so waiting for
+        // every sealed buffer up to it terminates.
+        debug_assert!(buffer.is_empty() || buffer.last_sequence().is_some());
         loop {
             self.check_writable()?;
             let super_version = self.super_version.load();
@@ -52,10 +55,6 @@ impl DbInner {
             drop(super_version);
             let background = lock(&self.background);
             if background.shutting_down {
-                debug_assert!(
-                    self.super_version.load().memory.sealed().len()
-                        <= self.options.max_immutable_memtables
-                );
                 return Err(Error::Closed);
             }
             let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);

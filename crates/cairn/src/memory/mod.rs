@@ -7,9 +7,13 @@
 //! Thread-safety contract: see `buffer` (a shared, concurrently written buffer) and
 //! `component` (an immutable value published through the super version).
 //!
-//! Invariants: stated in the submodules; in short, sealed buffers are ordered newest first
-//! with increasing disjoint sequence ranges, and a buffer's gathering and filter are built
-//! only once it is quiet.
+//! Invariants (each stated and checked in its submodule):
+//! 1. Only this module and `memtable` name the skiplist's types; callers see `WriteBuffer`,
+//!    `MemComponent`, `ReplayBuffer`, `WriteHint` and `MemoryEntry`.
+//! 2. Sealed buffers are ordered newest first with disjoint sequence ranges increasing toward
+//!    the active buffer (`component` invariant 1).
+//! 3. A buffer's gathering and Bloom filter are built only once it is sealed and quiet, and
+//!    every entry's sequence lies in its sealed log's range (`buffer` invariants 1 and 2).
 
 mod buffer;
 mod component;
