@@ -15,6 +15,7 @@ pub mod hashindex;
 pub mod iter;
 pub mod key;
 pub mod logmem;
+pub mod memory;
 pub mod memstore;
 pub mod memtable;
 pub mod options;

@@ -25,8 +25,9 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if a database already exists.
     pub error_if_exists: bool,
-    /// Memtable size at which it is sealed and queued for flush. Each memtable also has a key
-    /// index of 1/8 of this (128 MiB at most), which the system supplies as it is touched.
+    /// Size of a write buffer (memtable) at which it is sealed and queued for flush. Each
+    /// memtable also has a key index of 1/8 of this (128 MiB at most), which the system
+    /// supplies as it is touched.
     pub write_buffer_size_bytes: usize,
     /// Sealed memtables that may wait for flush before writers stall.
     pub max_immutable_memtables: usize,

@@ -28,9 +28,9 @@ pub struct Counters {
     pub wal_bytes: StripedCounter,
     /// WAL syncs.
     pub wal_syncs: StripedCounter,
-    /// Memtables sealed.
+    /// Write buffers (memtables) sealed.
     pub memtable_switches: StripedCounter,
-    /// Memtables flushed to level 0.
+    /// Write buffers (memtables) flushed to level 0.
     pub flushes: StripedCounter,
     /// Bytes written by flushes.
     pub flush_bytes: StripedCounter,

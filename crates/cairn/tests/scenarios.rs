@@ -356,7 +356,7 @@ fn read_modify_write_operations() {
     let db = Db::open("/db", small_options(&fs)).unwrap();
     assert_eq!(db.increment(b"n", 5).unwrap(), 5);
     assert_eq!(db.increment(b"n", -2).unwrap(), 3);
-    assert_eq!(db.increment_striped(b"n", 1).unwrap(), 4);
+    assert_eq!(db.increment(b"n", 1).unwrap(), 4);
     db.put(b"text", b"abc").unwrap();
     assert!(matches!(
         db.increment(b"text", 1),

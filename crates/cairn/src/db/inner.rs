@@ -1,0 +1,203 @@
+//! `DbInner`: the state every step of the engine shares — options, file system, caches, the
+//! published super version, the watermarks, the version set, background-thread signalling
+//! and the sticky error — with the small helpers over it.
+//!
+//! Thread-safety contract: `DbInner` is shared by `Arc` between client threads and the two
+//! background threads. Atomics and `ArcSwap` are read without locks; each `Mutex` guards only
+//! its own field. Lock order: `compaction_lock` → `versions` → `super_version_update`;
+//! `background` is a leaf.
+//!
+//! Invariants:
+//! 1. `visible()` never exceeds the inserted watermark, nor (with the WAL on) the highest
+//!    sequence written to the OS.
+//! 2. Once `has_sticky_error` is set, `sticky_error` holds the first error and keeps it; no
+//!    write is accepted afterwards (`check_writable`).
+
+use super::super_version::SuperVersion;
+use crate::compaction::{self, ShapeOptions};
+use crate::error::{Error, Result};
+use crate::fs::{FileLock, FileSystem};
+use crate::key::SequenceNumber;
+use crate::options::Options;
+use crate::sequence::{Acknowledged, Watermark};
+use crate::snapshot::SnapshotList;
+use crate::sstable::TableOptions;
+use crate::stats::{Counters, LevelStats, Stats};
+use crate::table_cache::TableCache;
+use crate::version::VersionSet;
+use arc_swap::ArcSwap;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How long a waiting thread sleeps before re-checking its condition (bounds the cost of a
+/// missed wake-up; wake-ups are normally immediate through the condition variable).
+pub(super) const WAIT_SLICE: Duration = Duration::from_millis(10);
+
+/// What the background threads wait on.
+#[derive(Debug, Default)]
+pub(super) struct BackgroundState {
+    pub(super) shutting_down: bool,
+    pub(super) compaction_wanted: bool,
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (every critical
+/// section here either completes its update or returns an error before changing anything).
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The shared state of one open database (see the module documentation).
+pub(super) struct DbInner {
+    pub(super) directory: PathBuf,
+    pub(super) options: Options,
+    pub(super) file_system: Arc<dyn FileSystem>,
+    pub(super) table_cache: Arc<TableCache>,
+    pub(super) table_options: TableOptions,
+    pub(super) shape: ShapeOptions,
+    pub(super) _lock: Box<dyn FileLock>,
+    pub(super) super_version: ArcSwap<SuperVersion>,
+    pub(super) super_version_update: Mutex<()>,
+    /// Every sequence <= this is inserted (the cLSM "published" timestamp).
+    pub(super) inserted: Watermark,
+    /// Every sequence <= this is written to the OS (raised by WAL leaders).
+    pub(super) written: Arc<AtomicU64>,
+    /// Writes acknowledged above `visible()`: readers start at or above them, so writers
+    /// never wait for each other's inserts (cLSM §3.2's linearizable snapshot: the wait is on
+    /// the read side).
+    pub(super) acknowledged: Acknowledged,
+    pub(super) versions: Mutex<VersionSet>,
+    pub(super) file_numbers: Arc<AtomicU64>,
+    pub(super) background: Mutex<BackgroundState>,
+    pub(super) background_changed: Condvar,
+    pub(super) has_sticky_error: AtomicBool,
+    pub(super) sticky_error: Mutex<Option<Error>>,
+    pub(super) snapshots: Arc<SnapshotList>,
+    pub(super) counters: Counters,
+    pub(super) pending_outputs: Mutex<HashSet<u64>>,
+    pub(super) compaction_lock: Mutex<()>,
+}
+
+/// Creates the file of a new WAL: memory-mapped where the options and the file system allow.
+pub(super) fn create_wal_file(
+    file_system: &dyn FileSystem,
+    options: &Options,
+    path: &Path,
+) -> Result<Box<dyn crate::fs::WritableFile>> {
+    if options.wal_memory_mapped {
+        file_system.create_log(path, options.write_buffer_size_bytes as u64)
+    } else {
+        file_system.create(path)
+    }
+}
+
+impl DbInner {
+    /// Fails with `WritesStopped` once a sticky error is recorded (invariant 2).
+    pub(super) fn check_writable(&self) -> Result<()> {
+        if self.has_sticky_error.load(Ordering::Acquire) {
+            if let Some(cause) = lock(&self.sticky_error).clone() {
+                return Err(match cause {
+                    Error::WritesStopped { .. } => cause,
+                    other => Error::WritesStopped {
+                        cause: Box::new(other),
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records an error after which durability can no longer be promised.
+    pub(super) fn set_sticky_error(&self, error: &Error) {
+        let mut sticky = lock(&self.sticky_error);
+        if sticky.is_none() {
+            *sticky = Some(error.clone());
+        }
+        self.has_sticky_error.store(true, Ordering::Release);
+        drop(sticky);
+        self.background_changed.notify_all();
+    }
+
+    /// The sequence readers use: every write at or below it is inserted and logged.
+    #[inline]
+    pub(super) fn visible(&self) -> SequenceNumber {
+        let inserted = self.inserted.get();
+        let visible = if self.options.wal_enabled {
+            inserted.min(self.written.load(Ordering::Acquire))
+        } else {
+            inserted
+        };
+        debug_assert!(visible <= inserted, "invariant 1");
+        visible
+    }
+
+    /// The write ending at `sequence` is inserted and logged: acknowledge it without waiting
+    /// for lower in-flight writes (`sequence::Acknowledged`).
+    #[inline]
+    pub(super) fn acknowledge(&self, sequence: SequenceNumber) {
+        self.acknowledged.acknowledge(sequence, self.visible());
+    }
+
+    /// The sequence a read that starts now uses: at or above every acknowledged write, and
+    /// covering only writes that are fully inserted and logged. After a sticky error the wait
+    /// gives up: a lower write that failed never becomes visible.
+    pub(super) fn read_sequence(&self) -> SequenceNumber {
+        self.acknowledged.read_sequence(
+            || self.visible(),
+            || self.has_sticky_error.load(Ordering::Acquire),
+        )
+    }
+
+    /// Waits until `visible()` reaches `sequence` (a short wait for lower in-flight writes).
+    pub(super) fn wait_visible(&self, sequence: SequenceNumber) -> Result<()> {
+        self.inserted.wait_for(sequence);
+        let mut round = 0u32;
+        while self.visible() < sequence {
+            self.check_writable()?;
+            crate::sync::spin_wait(&mut round);
+        }
+        Ok(())
+    }
+
+    /// Wakes the compaction thread.
+    pub(super) fn request_compaction(&self) {
+        lock(&self.background).compaction_wanted = true;
+        self.background_changed.notify_all();
+    }
+
+    /// The report behind `Db::stats`.
+    pub(super) fn stats(&self) -> Stats {
+        let super_version = self.super_version.load_full();
+        let version = &super_version.version;
+        let scores = compaction::level_scores(version, &self.shape);
+        let levels = (0..version.level_count())
+            .map(|level| LevelStats {
+                files: version.files(level).len(),
+                bytes: version.level_bytes(level),
+                score: scores.get(level).copied().unwrap_or(0.0),
+            })
+            .collect();
+        let (block_cache_bytes, block_cache_hits, block_cache_misses) =
+            match self.table_cache.block_cache() {
+                Some(cache) => (cache.usage_bytes() as u64, cache.hits(), cache.misses()),
+                None => (0, 0, 0),
+            };
+        let active = super_version.memory.active();
+        Stats {
+            last_sequence: self.visible(),
+            memtable_bytes: active.memory_bytes() as u64,
+            memtable_entries: active.len() as u64,
+            immutable_memtables: super_version.memory.sealed().len(),
+            levels,
+            snapshots: self.snapshots.count(),
+            block_cache_bytes,
+            block_cache_hits,
+            block_cache_misses,
+            counters: self.counters.snapshot(),
+        }
+    }
+}

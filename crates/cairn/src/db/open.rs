@@ -1,0 +1,455 @@
+//! Opening a database: the directory and its lock, MANIFEST recovery, WAL replay
+//! (`recover_wals`), the first WAL of the new process, the shared state and the background
+//! threads.
+//!
+//! Thread-safety contract: everything here runs on the opening thread before any other
+//! thread can see the database; the background threads are spawned last, over a fully built
+//! `DbInner`.
+//!
+//! Invariants:
+//! 1. The recovered state is a prefix of the writes: replay stops at the first WAL that is
+//!    empty, ends in a torn tail, or starts past its predecessor's end, and every newer WAL is
+//!    ignored (never replayed). A sequence gap inside the replayed prefix is corruption.
+//! 2. New file numbers are above every file present, so no new file truncates one that
+//!    recovery still needs.
+//! 3. The fresh MANIFEST names the new WAL as the first to replay only after the replayed
+//!    writes are in a table it lists.
+
+use super::inner::{create_wal_file, BackgroundState, DbInner};
+use super::super_version::SuperVersion;
+use crate::batch::DecodedBatch;
+use crate::compaction::{self, OutputSettings, ShapeOptions, VersionFilter};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::{FileLock, FileSystem};
+use crate::key::SequenceNumber;
+use crate::memory::{MemComponent, ReplayBuffer, WriteBuffer};
+use crate::options::Options;
+use crate::sequence::{Acknowledged, Watermark};
+use crate::snapshot::SnapshotList;
+use crate::sstable::{BlockCache, TableOptions};
+use crate::stats::Counters;
+use crate::table_cache::TableCache;
+use crate::version::{VersionEdit, VersionSet};
+use crate::wal::{read_log, LogContents};
+use crate::wal_writer::{Log, SEGMENT_BYTES_DEFAULT};
+use arc_swap::ArcSwap;
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Opens the database in `directory`: everything `Db::open` does but start the threads.
+pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
+    options.validate()?;
+    let file_system = Arc::clone(&options.file_system);
+    let (lock, mut versions) = open_directory(directory, &file_system, &options)?;
+    let block_cache = (options.block_cache_size_bytes > 0)
+        .then(|| Arc::new(BlockCache::new(options.block_cache_size_bytes)));
+    let table_cache = Arc::new(TableCache::new(
+        Arc::clone(&file_system),
+        directory.to_path_buf(),
+        block_cache,
+        options.verify_checksums,
+    ));
+    let table_options = TableOptions::from(&options);
+    let last_sequence = recover_wals(
+        directory,
+        file_system.as_ref(),
+        &mut versions,
+        &table_options,
+        &options,
+    )?;
+    let written = Arc::new(AtomicU64::new(last_sequence));
+    let log = start_first_wal(
+        directory,
+        file_system.as_ref(),
+        &mut versions,
+        &options,
+        last_sequence,
+        &written,
+    )?;
+    debug_assert_eq!(log.first_sequence(), last_sequence + 1);
+    let super_version = SuperVersion {
+        memory: MemComponent::new(WriteBuffer::new(options.write_buffer_size_bytes, log)),
+        version: versions.current(),
+        oldest_readable: last_sequence,
+    };
+    let inner = Arc::new(DbInner {
+        shape: ShapeOptions::from(&options),
+        table_options,
+        directory: directory.to_path_buf(),
+        file_system,
+        table_cache,
+        _lock: lock,
+        super_version: ArcSwap::from_pointee(super_version),
+        super_version_update: Mutex::new(()),
+        inserted: Watermark::new(last_sequence),
+        written,
+        acknowledged: Acknowledged::new(last_sequence),
+        file_numbers: versions.file_number_counter(),
+        versions: Mutex::new(versions),
+        background: Mutex::new(BackgroundState {
+            compaction_wanted: true,
+            ..BackgroundState::default()
+        }),
+        background_changed: Condvar::new(),
+        has_sticky_error: AtomicBool::new(false),
+        sticky_error: Mutex::new(None),
+        snapshots: Arc::new(SnapshotList::default()),
+        counters: Counters::default(),
+        pending_outputs: Mutex::new(HashSet::new()),
+        compaction_lock: Mutex::new(()),
+        options,
+    });
+    inner.delete_obsolete_files();
+    Ok(inner)
+}
+
+/// Creates or checks the directory, takes its lock and recovers the MANIFEST.
+fn open_directory(
+    directory: &Path,
+    file_system: &Arc<dyn FileSystem>,
+    options: &Options,
+) -> Result<(Box<dyn FileLock>, VersionSet)> {
+    let not_found = || Error::NotFound {
+        path: directory.to_path_buf(),
+    };
+    if options.create_if_missing {
+        file_system.create_dir_all(directory)?;
+    } else if !file_system.exists(directory)? {
+        return Err(not_found());
+    }
+    let lock = file_system.lock(&filename::lock_path(directory))?;
+    let mut versions = VersionSet::new(
+        directory,
+        Arc::clone(file_system),
+        options.level_count,
+        options.manifest_size_bytes_max,
+    );
+    if file_system.exists(&filename::current_path(directory))? {
+        if options.error_if_exists {
+            return Err(Error::AlreadyExists {
+                path: directory.to_path_buf(),
+            });
+        }
+        versions.recover()?;
+    } else if !options.create_if_missing {
+        return Err(not_found());
+    }
+    Ok((lock, versions))
+}
+
+/// Creates the WAL of the new process and writes a fresh MANIFEST naming it as the first to
+/// replay: older WALs were flushed by recovery into the tables the snapshot lists
+/// (invariant 3).
+fn start_first_wal(
+    directory: &Path,
+    file_system: &dyn FileSystem,
+    versions: &mut VersionSet,
+    options: &Options,
+    last_sequence: SequenceNumber,
+    written: &Arc<AtomicU64>,
+) -> Result<Log> {
+    let wal_number = versions.new_file_number();
+    let wal_path = filename::wal_path(directory, wal_number);
+    let wal_file = if options.wal_enabled {
+        let file = create_wal_file(file_system, options, &wal_path)?;
+        file_system.sync_dir(directory)?;
+        Some(file)
+    } else {
+        None
+    };
+    versions.apply_unlogged(&VersionEdit {
+        log_number: Some(wal_number),
+        last_sequence: Some(last_sequence),
+        ..VersionEdit::default()
+    })?;
+    versions.write_snapshot()?;
+    Ok(Log::new(
+        wal_number,
+        wal_path,
+        wal_file,
+        last_sequence + 1,
+        SEGMENT_BYTES_DEFAULT,
+        None,
+        Arc::clone(written),
+    ))
+}
+
+/// Starts the flush and compaction threads.
+pub(super) fn spawn_background(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
+    let mut threads = Vec::new();
+    for (name, body) in [
+        ("cairn-flush", DbInner::flush_loop as fn(&DbInner)),
+        ("cairn-compact", DbInner::compaction_loop as fn(&DbInner)),
+    ] {
+        let worker = Arc::clone(inner);
+        let handle = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                // A panic here is a bug; turning it into a sticky error keeps callers
+                // waiting on this thread (flush, stalled writers) from waiting forever.
+                let outcome =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&worker)));
+                if outcome.is_err() {
+                    worker.set_sticky_error(&Error::Internal(format!(
+                        "background thread {name} panicked"
+                    )));
+                }
+            })
+            .map_err(|error| Error::io("spawn thread", &inner.directory, error))?;
+        threads.push(handle);
+    }
+    Ok(threads)
+}
+
+/// The WAL numbers recovery replays, ascending, after numbering new files past every file
+/// present (invariant 2).
+fn wals_to_replay(
+    directory: &Path,
+    file_system: &dyn FileSystem,
+    versions: &VersionSet,
+) -> Result<Vec<u64>> {
+    let names = file_system.list(directory)?;
+    // Writers number new WALs from the shared counter without logging it, so files on disk
+    // can carry numbers at or above the MANIFEST's next_file_number.
+    for name in &names {
+        if let Some(FileKind::Wal(number) | FileKind::Table(number) | FileKind::Manifest(number)) =
+            filename::parse_file_name(name)
+        {
+            versions.reserve_file_numbers_through(number);
+        }
+    }
+    let mut wal_numbers: Vec<u64> = names
+        .iter()
+        .filter_map(|name| match filename::parse_file_name(name) {
+            Some(FileKind::Wal(number)) if number >= versions.log_number => Some(number),
+            _ => None,
+        })
+        .collect();
+    wal_numbers.sort_unstable();
+    Ok(wal_numbers)
+}
+
+/// Replays the WALs the MANIFEST does not cover and writes what they hold to a level-0 table.
+/// Returns the largest sequence number now in the database.
+pub(super) fn recover_wals(
+    directory: &Path,
+    file_system: &dyn FileSystem,
+    versions: &mut VersionSet,
+    table_options: &TableOptions,
+    options: &Options,
+) -> Result<SequenceNumber> {
+    let wal_numbers = wals_to_replay(directory, file_system, versions)?;
+    // Sized as the buffers the WALs were written from, so its key index does not saturate
+    // (and fall back to skiplist searches) when the write buffer is larger than the default.
+    let mut replay = Replay {
+        buffer: ReplayBuffer::new(options.write_buffer_size_bytes),
+        manifest_last_sequence: versions.last_sequence,
+        last_sequence: versions.last_sequence,
+        expected_next: None,
+    };
+    for (index, &number) in wal_numbers.iter().enumerate() {
+        let path = filename::wal_path(directory, number);
+        let contents = read_log(file_system, &path)?;
+        let newer = wal_numbers.get(index + 1..).unwrap_or_default();
+        let ended = match replay.wal(versions, &path, &contents)? {
+            WalEnd::Complete => continue,
+            WalEnd::Empty => format!("{} is empty", path.display()),
+            WalEnd::TornTail(offset) => {
+                format!("{} has a torn tail at offset {offset}", path.display())
+            }
+            WalEnd::StartsPastPredecessor(first) => {
+                // The record that starts past the end is in this WAL: it is dropped too.
+                warn_ignored_wals(
+                    file_system,
+                    directory,
+                    wal_numbers.get(index..).unwrap_or_default(),
+                    &format!(
+                        "{} starts at sequence {first} but the WALs before it end at {}: an \
+                         unsynced tail was lost",
+                        path.display(),
+                        replay.last_sequence
+                    ),
+                );
+                break;
+            }
+        };
+        warn_ignored_wals(file_system, directory, newer, &ended);
+        break;
+    }
+    debug_assert!(replay.last_sequence >= versions.last_sequence);
+    write_replayed(directory, file_system, versions, table_options, &replay)?;
+    Ok(replay.last_sequence)
+}
+
+/// How the replay of one WAL ended.
+enum WalEnd {
+    /// Every record replayed; the next WAL continues the prefix.
+    Complete,
+    /// No record at all: the prefix ends before this WAL.
+    Empty,
+    /// Records replayed up to a torn tail at this offset: the prefix ends here.
+    TornTail(u64),
+    /// Its first record starts past where the older WALs end (at this sequence): the prefix
+    /// ends before this WAL.
+    StartsPastPredecessor(SequenceNumber),
+}
+
+/// The state of WAL replay.
+struct Replay {
+    buffer: ReplayBuffer,
+    manifest_last_sequence: SequenceNumber,
+    last_sequence: SequenceNumber,
+    /// The sequence the next record must start at (None before the first record).
+    expected_next: Option<SequenceNumber>,
+}
+
+impl Replay {
+    /// Replays one WAL's records (invariant 1).
+    fn wal(
+        &mut self,
+        versions: &VersionSet,
+        path: &Path,
+        contents: &LogContents,
+    ) -> Result<WalEnd> {
+        if contents.record_count() == 0 {
+            // An empty WAL was created but its records never reached the disk (a sealed WAL
+            // always holds a record, and a newer WAL syncs only after it). Whatever a newer
+            // WAL holds was never synced and follows the lost records: replaying it would
+            // leave a hole, so the recovered prefix ends here.
+            return Ok(WalEnd::Empty);
+        }
+        for (record_index, (offset, payload)) in contents.records().enumerate() {
+            let batch = DecodedBatch::decode(payload)
+                .map_err(|reason| Error::corruption(path, offset, reason))?;
+            match self.expected_next {
+                None => self.check_continues_manifest(versions, path, offset, &batch)?,
+                Some(expected) if record_index == 0 && batch.first_sequence > expected => {
+                    // The older WAL ends early, cleanly: a power loss took its unsynced tail
+                    // while some unsynced records of this newer WAL reached the disk. That
+                    // is possible because a log writes before its predecessor is synced,
+                    // and harmless because it syncs only after (wal_writer invariant 4):
+                    // nothing from here on was ever synced, so the prefix ends here.
+                    return Ok(WalEnd::StartsPastPredecessor(batch.first_sequence));
+                }
+                Some(expected) if batch.first_sequence != expected => {
+                    return Err(Error::corruption(
+                        path,
+                        offset,
+                        format!(
+                            "WAL sequence gap: expected {expected}, found {}",
+                            batch.first_sequence
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+            self.insert(path, offset, &batch)?;
+        }
+        // A torn tail ends the recoverable prefix. A newer WAL can hold records past it only
+        // if they were never synced (a sync first syncs every older WAL), so they are
+        // dropped to keep the recovered state a prefix with no hole.
+        Ok(match contents.torn_tail_offset {
+            Some(offset) => WalEnd::TornTail(offset),
+            None => WalEnd::Complete,
+        })
+    }
+
+    /// The first WAL to replay continues where the last logged flush stopped, so a gap means
+    /// edits are missing: a damaged last MANIFEST record was taken for a torn tail, or a WAL
+    /// is gone (regression test:
+    /// damaged_last_manifest_record_is_reported_not_silently_dropped).
+    fn check_continues_manifest(
+        &self,
+        versions: &VersionSet,
+        path: &Path,
+        offset: u64,
+        batch: &DecodedBatch<'_>,
+    ) -> Result<()> {
+        if batch.first_sequence <= self.manifest_last_sequence + 1 {
+            return Ok(());
+        }
+        let reason = format!(
+            "the WALs continue at sequence {} but the MANIFEST stops at {}",
+            batch.first_sequence, self.manifest_last_sequence
+        );
+        Err(match &versions.manifest_torn_tail {
+            Some((manifest, tail)) => Error::corruption(
+                manifest,
+                *tail,
+                format!("damaged last record (not a torn write): {reason}"),
+            ),
+            None => Error::corruption(path, offset, reason),
+        })
+    }
+
+    /// Inserts one replayed batch and advances the expected sequence.
+    fn insert(&mut self, path: &Path, offset: u64, batch: &DecodedBatch<'_>) -> Result<()> {
+        for (sequence, entry) in (batch.first_sequence..).zip(batch.iter()) {
+            let (kind, key, value) =
+                entry.map_err(|reason| Error::corruption(path, offset, reason))?;
+            self.buffer.insert(key, sequence, kind, value);
+        }
+        debug_assert!(self
+            .expected_next
+            .is_none_or(|expected| expected == batch.first_sequence));
+        self.expected_next = Some(batch.last_sequence() + 1);
+        self.last_sequence = self.last_sequence.max(batch.last_sequence());
+        Ok(())
+    }
+}
+
+/// Writes what replay gathered to a level-0 table and records it (unlogged: the fresh
+/// MANIFEST snapshot written next carries it).
+fn write_replayed(
+    directory: &Path,
+    file_system: &dyn FileSystem,
+    versions: &mut VersionSet,
+    table_options: &TableOptions,
+    replay: &Replay,
+) -> Result<()> {
+    if replay.buffer.is_empty() {
+        return Ok(());
+    }
+    let number = versions.new_file_number();
+    let settings = OutputSettings {
+        file_system,
+        directory,
+        table_options: *table_options,
+        target_file_size_bytes: None,
+    };
+    let mut filter = VersionFilter::new(&[], None);
+    let mut iterator = replay.buffer.iter();
+    let mut allocate = || number;
+    let outputs = compaction::write_tables(&mut iterator, &mut filter, &settings, &mut allocate)?;
+    debug_assert!(!outputs.is_empty(), "replayed writes produced no table");
+    versions.apply_unlogged(&VersionEdit {
+        added_files: outputs.into_iter().map(|file| (0, file)).collect(),
+        last_sequence: Some(replay.last_sequence),
+        ..VersionEdit::default()
+    })
+}
+
+/// Reports the newer WALs that recovery ignores because the prefix ended (`reason`). The
+/// count of records dropped matters: after a process crash a newer WAL holds records only if
+/// the older one was finished first, which invariant 4 of `wal_writer` rules out, so a
+/// non-zero count means writes were lost, not just unsynced.
+fn warn_ignored_wals(file_system: &dyn FileSystem, directory: &Path, newer: &[u64], reason: &str) {
+    if newer.is_empty() {
+        return;
+    }
+    let dropped_records: usize = newer
+        .iter()
+        .map(|&number| {
+            read_log(file_system, &filename::wal_path(directory, number))
+                .map_or(0, |contents| contents.record_count())
+        })
+        .sum();
+    eprintln!(
+        "cairn: {reason}; ignoring {} WAL(s) of unsynced writes ({dropped_records} records)",
+        newer.len()
+    );
+}

@@ -1,0 +1,215 @@
+//! The read path: point reads (the memory component, then level 0 newest first, then one
+//! file per deeper level) and iterators merging every component of a super version.
+//!
+//! Thread-safety contract: reads run on client threads concurrently with writers, flushes
+//! and compactions, without locks: they hold a super version (guard or `Arc`) for their
+//! duration, so every buffer and table they touch stays alive and immutable or
+//! concurrently readable.
+//!
+//! Invariants:
+//! 1. A read at sequence `s` returns the newest version with sequence <= `s`: the memory
+//!    component holds newer versions than any table, and level 0 files are searched before
+//!    deeper levels.
+//! 2. A read of the latest state uses a sequence >= its super version's `oldest_readable`
+//!    (`read_point`), so nothing it needs was dropped by a flush or compaction.
+
+use super::inner::DbInner;
+use super::super_version::SuperVersion;
+use crate::db_iter::{DbIterator, RangeIter};
+use crate::error::Result;
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
+use crate::memory::WriteHint;
+use crate::options::ReadOptions;
+use crate::snapshot::Snapshot;
+use crate::table_cache::LevelIterator;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// A version as the read paths return it: its sequence and value (`None`: a tombstone).
+pub(super) type OwnedVersion = (SequenceNumber, Option<Vec<u8>>);
+
+/// A version as the read paths return it, from a borrowed one.
+pub(super) fn owned_version(
+    version: SequenceNumber,
+    kind: ValueKind,
+    value: &[u8],
+) -> OwnedVersion {
+    let value = match kind {
+        ValueKind::Put => Some(value.to_vec()),
+        ValueKind::Delete => None,
+    };
+    (version, value)
+}
+
+/// What the hinted read of read-modify-write found: the newest version, whether it came
+/// from memory, and where to insert the next version.
+pub(super) struct HintedRead<'a> {
+    pub(super) found: Option<OwnedVersion>,
+    pub(super) in_memory: bool,
+    pub(super) hint: WriteHint<'a>,
+}
+
+impl DbInner {
+    /// The value of `key` at `sequence` (None: the latest state).
+    pub(super) fn get(
+        &self,
+        key: &[u8],
+        sequence: Option<SequenceNumber>,
+    ) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .get_version(key, sequence)?
+            .and_then(|(_, value)| value))
+    }
+
+    /// The newest version of `key` with sequence <= `sequence`: its sequence and its value
+    /// (`None` for a tombstone); `None` if the key was never written.
+    pub(super) fn get_version(
+        &self,
+        key: &[u8],
+        sequence: Option<SequenceNumber>,
+    ) -> Result<Option<OwnedVersion>> {
+        check_key(key)?;
+        // An explicit sequence is a registered snapshot (or, for read-modify-write, above
+        // everything flushed), whose versions flush and compaction keep.
+        let (sequence, super_version) = match sequence {
+            Some(sequence) => (sequence, self.super_version.load()),
+            None => self.read_point(),
+        };
+        if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
+            debug_assert!(version <= sequence, "invariant 1");
+            return Ok(Some(owned_version(version, kind, value)));
+        }
+        self.tables_version(&super_version, key, sequence)
+    }
+
+    /// The newest version of `key` (any sequence) in `super_version`, with an insert hint
+    /// for the active buffer: read-modify-write inserts its new version where the read found
+    /// the key, without a second search from the head.
+    pub(super) fn latest_version_hinted<'a>(
+        &self,
+        super_version: &'a SuperVersion,
+        key: &'a [u8],
+    ) -> Result<HintedRead<'a>> {
+        let (in_memory, hint) = super_version.memory.get_hinted(key);
+        if let Some((version, kind, value)) = in_memory {
+            return Ok(HintedRead {
+                found: Some(owned_version(version, kind, value)),
+                in_memory: true,
+                hint,
+            });
+        }
+        Ok(HintedRead {
+            found: self.tables_version(super_version, key, crate::key::SEQUENCE_MAX)?,
+            in_memory: false,
+            hint,
+        })
+    }
+
+    /// The newest version of `key` with sequence <= `sequence` in the on-disk tables of
+    /// `super_version`.
+    fn tables_version(
+        &self,
+        super_version: &SuperVersion,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<Option<OwnedVersion>> {
+        let lookup = internal_key(key, sequence, ValueKind::SEEK);
+        let version = &super_version.version;
+        for file in version.files(0) {
+            if !file.overlaps(Some(key), Some(key)) {
+                continue;
+            }
+            let table = self.table_cache.table(file)?;
+            if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
+                return Ok(Some(owned_version(found_sequence, kind, &value)));
+            }
+        }
+        for level in 1..version.level_count() {
+            for file in version.find_files(level, key) {
+                let table = self.table_cache.table(file)?;
+                if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
+                    return Ok(Some(owned_version(found_sequence, kind, &value)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// A cursor over the latest state (or `snapshot`), bounded to `[lower, upper)`.
+    pub(super) fn iterator(
+        &self,
+        options: &ReadOptions,
+        snapshot: Option<&Snapshot>,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<DbIterator> {
+        if let Some(key) = lower {
+            check_key(key)?;
+        }
+        if let Some(key) = upper {
+            check_key(key)?;
+        }
+        let (sequence, super_version) = match snapshot {
+            Some(snapshot) => (snapshot.sequence(), self.super_version.load_full()),
+            None => {
+                let (sequence, super_version) = self.read_point();
+                (sequence, arc_swap::Guard::into_inner(super_version))
+            }
+        };
+        let mut children: Vec<Box<dyn InternalIterator>> = super_version.memory.iterators();
+        let version = &super_version.version;
+        for file in version.files(0) {
+            if file.overlaps(lower, upper) {
+                children.push(Box::new(
+                    self.table_cache.table(file)?.iter_with(options.fill_cache),
+                ));
+            }
+        }
+        for level in 1..version.level_count() {
+            for files in version.overlapping_runs(level, lower, upper) {
+                children.push(Box::new(LevelIterator::new(
+                    files,
+                    Arc::clone(&self.table_cache),
+                    options.fill_cache,
+                )));
+            }
+        }
+        Ok(DbIterator::new(
+            Box::new(MergingIterator::new(children)),
+            sequence,
+            lower.map(<[u8]>::to_vec),
+            upper.map(<[u8]>::to_vec),
+            Box::new(super_version),
+        ))
+    }
+
+    /// Key-value pairs in the range as of `snapshot` (None: latest), in either direction.
+    pub(super) fn range(
+        &self,
+        snapshot: Option<&Snapshot>,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<RangeIter> {
+        // The cursor takes an inclusive lower and an exclusive upper bound; the other bound
+        // kinds map onto them by appending a zero byte (the next key in byte order).
+        let lower = match lower {
+            Bound::Included(key) => Some(key.to_vec()),
+            Bound::Excluded(key) => Some([key, &[0u8]].concat()),
+            Bound::Unbounded => None,
+        };
+        let upper = match upper {
+            Bound::Included(key) => Some([key, &[0u8]].concat()),
+            Bound::Excluded(key) => Some(key.to_vec()),
+            Bound::Unbounded => None,
+        };
+        let cursor = self.iterator(
+            &ReadOptions::default(),
+            snapshot,
+            lower.as_deref(),
+            upper.as_deref(),
+        )?;
+        Ok(RangeIter::new(cursor, reverse))
+    }
+}

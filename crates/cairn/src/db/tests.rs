@@ -1,0 +1,176 @@
+//! Tests of `Db` that reach inside it: WAL recovery with hand-built WALs and MANIFESTs.
+
+#![allow(clippy::unwrap_used)]
+use super::Db;
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::{FileSystem, MemFs};
+use crate::key::SequenceNumber;
+use crate::options::Options;
+use crate::version::{VersionEdit, VersionSet};
+use crate::wal::LogWriter;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Closes a new database on `fs` holding `a` and `b` (sequences 1 and 2); returns the
+/// number above every file in it.
+fn closed_database(fs: &MemFs) -> u64 {
+    let db = reopen(fs).unwrap();
+    db.put(b"a", b"1").unwrap();
+    db.put(b"b", b"2").unwrap();
+    db.close().unwrap();
+    fs.list(Path::new("/db"))
+        .unwrap()
+        .iter()
+        .filter_map(|name| match filename::parse_file_name(name) {
+            Some(FileKind::Wal(number) | FileKind::Table(number) | FileKind::Manifest(number)) => {
+                Some(number)
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap()
+        + 1
+}
+
+fn write_wal(fs: &MemFs, number: u64, records: &[(SequenceNumber, &[u8])]) {
+    let path = filename::wal_path(Path::new("/db"), number);
+    let mut writer = LogWriter::new(fs.create(&path).unwrap(), path);
+    for &(sequence, key) in records {
+        let mut batch = WriteBatch::new();
+        batch.put(key, b"v");
+        writer.add_record(batch.encode(sequence)).unwrap();
+    }
+    writer.sync().unwrap();
+}
+
+fn reopen(fs: &MemFs) -> Result<Db> {
+    Db::open(
+        "/db",
+        Options {
+            file_system: Arc::new(fs.clone()),
+            ..Options::default()
+        },
+    )
+}
+
+#[test]
+fn a_wal_that_starts_past_its_predecessors_end_ends_the_recovered_prefix() {
+    let fs = MemFs::new();
+    let number = closed_database(&fs);
+    // The older WAL lost its unsynced tail (sequence 5) to a power loss; the newer one's
+    // unsynced records reached the disk.
+    write_wal(&fs, number, &[(3, b"c"), (4, b"d")]);
+    write_wal(&fs, number + 1, &[(6, b"f"), (7, b"g")]);
+    let db = reopen(&fs).unwrap();
+    for (key, expected) in [
+        (&b"a"[..], true),
+        (b"b", true),
+        (b"c", true),
+        (b"d", true),
+        (b"f", false),
+        (b"g", false),
+    ] {
+        assert_eq!(db.get(key).unwrap().is_some(), expected, "key {key:?}");
+    }
+    // The prefix is final: a write after reopening continues from sequence 5.
+    db.put(b"h", b"8").unwrap();
+    db.close().unwrap();
+    let db = reopen(&fs).unwrap();
+    assert!(db.get(b"h").unwrap().is_some());
+    assert!(db.get(b"f").unwrap().is_none());
+}
+
+/// A database holding `a` and `b` flushed to a table, closed with an empty WAL (the one
+/// the flush switched to) as the MANIFEST's first WAL to replay; returns the number above
+/// every file in it.
+fn flushed_database(fs: &MemFs) -> u64 {
+    let db = reopen(fs).unwrap();
+    db.put(b"a", b"1").unwrap();
+    db.put(b"b", b"2").unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+    next_file_number(fs)
+}
+
+fn next_file_number(fs: &MemFs) -> u64 {
+    fs.list(Path::new("/db"))
+        .unwrap()
+        .iter()
+        .filter_map(|name| match filename::parse_file_name(name) {
+            Some(FileKind::Wal(number) | FileKind::Table(number) | FileKind::Manifest(number)) => {
+                Some(number)
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap()
+        + 1
+}
+
+/// Rewrites the MANIFEST with `last_sequence` raised, as a flush logs it when writes of
+/// the next WAL were already visible (written to the OS, not synced) at that moment.
+fn raise_manifest_last_sequence(fs: &MemFs, last_sequence: SequenceNumber) {
+    let options = Options::default();
+    let mut versions = VersionSet::new(
+        Path::new("/db"),
+        Arc::new(fs.clone()),
+        options.level_count,
+        options.manifest_size_bytes_max,
+    );
+    versions.recover().unwrap();
+    versions
+        .apply_unlogged(&VersionEdit {
+            last_sequence: Some(last_sequence),
+            ..VersionEdit::default()
+        })
+        .unwrap();
+    versions.write_snapshot().unwrap();
+}
+
+#[test]
+fn an_empty_wal_ends_the_recovered_prefix_when_sequences_line_up() {
+    let fs = MemFs::new();
+    let number = flushed_database(&fs);
+    // Writes 3..=10 went to the empty WAL and were visible when the flush logged them;
+    // the power loss took that WAL's contents, while an unsynced record of a newer WAL
+    // reached the disk. Replaying it would recover 11 without 3..=10.
+    raise_manifest_last_sequence(&fs, 10);
+    write_wal(&fs, number, &[(11, b"k")]);
+    let db = reopen(&fs).unwrap();
+    assert!(db.get(b"a").unwrap().is_some());
+    assert!(
+        db.get(b"k").unwrap().is_none(),
+        "a WAL past an empty one was replayed"
+    );
+}
+
+#[test]
+fn an_empty_wal_ends_the_recovered_prefix_when_sequences_skip() {
+    let fs = MemFs::new();
+    let number = flushed_database(&fs);
+    // The empty WAL held 3 and 4; the newer WAL's unsynced record starts at 5.
+    write_wal(&fs, number, &[(5, b"e")]);
+    let db = reopen(&fs).unwrap();
+    assert!(db.get(b"b").unwrap().is_some());
+    assert!(db.get(b"e").unwrap().is_none());
+    db.put(b"f", b"6").unwrap();
+    db.close().unwrap();
+    let db = reopen(&fs).unwrap();
+    assert!(db.get(b"f").unwrap().is_some());
+    assert!(db.get(b"e").unwrap().is_none());
+}
+
+#[test]
+fn a_sequence_gap_inside_one_wal_is_still_corruption() {
+    let fs = MemFs::new();
+    let number = closed_database(&fs);
+    write_wal(&fs, number, &[(3, b"c"), (6, b"f")]);
+    match reopen(&fs) {
+        Err(Error::Corruption { reason, .. }) => {
+            assert!(reason.contains("sequence gap"), "{reason}")
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}

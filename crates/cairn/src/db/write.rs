@@ -1,0 +1,302 @@
+//! The write path: reserve sequences and WAL space in the active write buffer (making room
+//! when it is full), copy the record, insert into the memory component, publish through the
+//! watermark and wait for the WAL (`ARCHITECTURE.md`, write path steps).
+//!
+//! Thread-safety contract: every function here is called by client threads concurrently.
+//! The fast path (`reserve` → insert → `finish_write`) takes no lock: one compare-and-swap
+//! in the log, lock-free inserts, watermark stores. Only the one writer that claims a full
+//! buffer's switch (`make_room`) waits for room and installs the next buffer.
+//!
+//! Invariants:
+//! 1. A reservation's sequence range is non-empty and ascending, and lies in the active
+//!    buffer of the super version the reservation holds.
+//! 2. Every reserved range is finished (`finish_write`) exactly once, even when the write
+//!    fails: the watermark and the flush of the buffer wait for every reserved sequence.
+//! 3. A write is acknowledged only after its range is inserted and (WAL on) written.
+
+use super::inner::{create_wal_file, lock, DbInner, WAIT_SLICE};
+use super::super_version::SuperVersion;
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::key::SequenceNumber;
+use crate::memory::WriteBuffer;
+use crate::options::WriteOptions;
+use crate::stats::Counters;
+use crate::wal_writer::{Log, Reserve, Segment, SEGMENT_BYTES_DEFAULT};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A writer's claim on sequences and WAL bytes in the active buffer (see
+/// `DbInner::reserve`). It holds guards rather than clones of the super version and the WAL
+/// segment, so the write path touches no shared reference count.
+pub(super) struct Reservation {
+    pub(super) super_version: arc_swap::Guard<Arc<SuperVersion>>,
+    pub(super) segment: arc_swap::Guard<Arc<Segment>>,
+    pub(super) first: SequenceNumber,
+    pub(super) offset: usize,
+}
+
+impl Reservation {
+    /// The buffer the sequences belong to.
+    pub(super) fn buffer(&self) -> &WriteBuffer {
+        self.super_version.memory.active()
+    }
+}
+
+impl DbInner {
+    /// Applies a batch; returns the sequence of its last entry once it is visible and as
+    /// durable as `options` asks.
+    pub(super) fn write(
+        &self,
+        options: &WriteOptions,
+        mut batch: WriteBatch,
+    ) -> Result<SequenceNumber> {
+        self.check_writable()?;
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(self.visible());
+        }
+        let count = batch.len() as u64;
+        let reservation = self.reserve(count, batch.size_bytes())?;
+        let first = reservation.first;
+        let record_length = {
+            let record = batch.encode(first);
+            reservation.segment.publish(reservation.offset, record);
+            record.len()
+        };
+        // A malformed entry is unreachable after `validate`; if it happens the range must
+        // still be finished, or the watermark would stop for every later writer.
+        let inserted = reservation.super_version.memory.insert(&batch, first);
+        let last = first + count - 1;
+        debug_assert!(
+            first >= 1 && last >= first,
+            "invariant 1: an empty or wrapped range"
+        );
+        self.finish_write(&reservation, options, last, record_length)?;
+        let (puts, deletes) = inserted.map_err(Error::Internal)?;
+        debug_assert_eq!(puts + deletes, count);
+        Counters::add(&self.counters.puts, puts);
+        Counters::add(&self.counters.deletes, deletes);
+        Counters::add(&self.counters.batches, 1);
+        Ok(last)
+    }
+
+    /// The common tail of every write: publish `[first, last]` as inserted (which is what
+    /// lets a flush of the buffer proceed), wait for the WAL and for visibility.
+    pub(super) fn finish_write(
+        &self,
+        reservation: &Reservation,
+        options: &WriteOptions,
+        last: SequenceNumber,
+        record_bytes: usize,
+    ) -> Result<()> {
+        debug_assert!(reservation.first <= last, "invariant 1");
+        debug_assert!(last < reservation.buffer().log().next_sequence());
+        self.inserted.finish(reservation.first, last);
+        if self.options.wal_enabled {
+            let log = reservation.buffer().log();
+            if let Err(error) = log.wait_durable(last, options.sync) {
+                // A failed write or sync may leave the WAL with a partial record: no later
+                // write may be acknowledged (sticky error).
+                self.set_sticky_error(&error);
+                return Err(error);
+            }
+            Counters::add(
+                &self.counters.wal_bytes,
+                crate::wal::record_bytes(record_bytes) as u64,
+            );
+            if options.sync {
+                Counters::add(&self.counters.wal_syncs, 1);
+            }
+        }
+        // The published watermark never passes a sequence not yet handed out (read before
+        // the log bound, which only grows).
+        debug_assert!(
+            self.inserted.get()
+                < self
+                    .super_version
+                    .load()
+                    .memory
+                    .active()
+                    .log()
+                    .next_sequence()
+        );
+        self.acknowledge(last);
+        Ok(())
+    }
+
+    /// Reserves `count` sequences and log space for a payload of `payload_bytes` in the active
+    /// buffer, making room first if it is full. The caller must insert its entries into
+    /// `reservation.buffer()` and then call `finish_write` (always, even on failure:
+    /// invariant 2).
+    pub(super) fn reserve(&self, count: u64, payload_bytes: usize) -> Result<Reservation> {
+        debug_assert!(count > 0, "an empty reservation");
+        let mut delayed = false;
+        loop {
+            self.check_writable()?;
+            // A guard, not a clone: holding it keeps the buffer alive without touching the
+            // shared reference count of the super version on every write.
+            let super_version = self.super_version.load();
+            if !delayed
+                && super_version.version.files(0).len() >= self.options.level0_slowdown_trigger
+            {
+                drop(super_version);
+                self.slow_down();
+                delayed = true;
+                continue;
+            }
+            let buffer = super_version.memory.active();
+            if buffer.is_full(self.options.write_buffer_size_bytes) {
+                let buffer = Arc::clone(buffer);
+                drop(super_version);
+                self.make_room(&buffer)?;
+                continue;
+            }
+            let bytes = buffer.log().reservation_bytes(payload_bytes);
+            match buffer.log().reserve(count, bytes) {
+                Reserve::Reserved {
+                    segment,
+                    sequence,
+                    offset,
+                } => {
+                    debug_assert!(sequence >= buffer.log().first_sequence(), "invariant 1");
+                    debug_assert!(sequence + count <= buffer.log().next_sequence());
+                    return Ok(Reservation {
+                        super_version,
+                        segment,
+                        first: sequence,
+                        offset,
+                    });
+                }
+                Reserve::Sealed => {
+                    let buffer = Arc::clone(buffer);
+                    drop(super_version);
+                    self.wait_for_switch(&buffer)?;
+                }
+            }
+        }
+    }
+
+    /// Slows a writer down before level 0 stops writes: one short delay per write hands the
+    /// CPU to compaction and spreads the cost instead of stopping writers outright.
+    fn slow_down(&self) {
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_millis(1));
+        Counters::add(&self.counters.slowdown_writes, 1);
+        Counters::add(
+            &self.counters.slowdown_micros,
+            started.elapsed().as_micros() as u64,
+        );
+    }
+
+    /// Waits until `buffer` is no longer the active buffer (another writer is sealing it),
+    /// counting the time as a stall.
+    fn wait_for_switch(&self, buffer: &Arc<WriteBuffer>) -> Result<()> {
+        let started = Instant::now();
+        let mut round = 0u32;
+        while Arc::ptr_eq(self.super_version.load().memory.active(), buffer) {
+            self.check_writable()?;
+            if round > 1000 {
+                std::thread::sleep(Duration::from_micros(50));
+            } else {
+                crate::sync::spin_wait(&mut round);
+            }
+            round = round.saturating_add(1);
+        }
+        let waited = started.elapsed().as_micros() as u64;
+        if waited > 100 {
+            Counters::add(&self.counters.stop_writes, 1);
+            Counters::add(&self.counters.stop_micros, waited);
+        }
+        Ok(())
+    }
+
+    /// The active buffer is full: one writer seals it (after waiting for room among the
+    /// sealed buffers and level 0); the others wait for the new one.
+    pub(super) fn make_room(&self, buffer: &Arc<WriteBuffer>) -> Result<()> {
+        if !buffer.claim_switch() {
+            return self.wait_for_switch(buffer);
+        }
+        debug_assert!(
+            buffer.last_sequence().is_none(),
+            "a claimed buffer was already sealed"
+        );
+        let started = Instant::now();
+        let mut stalled = false;
+        loop {
+            self.check_writable()?;
+            let super_version = self.super_version.load();
+            let full = super_version.memory.sealed().len() >= self.options.max_immutable_memtables
+                || super_version.version.files(0).len() >= self.options.level0_stop_trigger;
+            drop(super_version);
+            if !full {
+                break;
+            }
+            stalled = true;
+            self.request_compaction();
+            let background = lock(&self.background);
+            let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);
+        }
+        if stalled {
+            Counters::add(&self.counters.stop_writes, 1);
+            Counters::add(
+                &self.counters.stop_micros,
+                started.elapsed().as_micros() as u64,
+            );
+        }
+        self.switch_buffer(buffer)?;
+        debug_assert!(
+            buffer.last_sequence().is_some(),
+            "the switch did not seal the buffer"
+        );
+        Ok(())
+    }
+
+    /// Seals `buffer` and installs a new one with a new WAL. Only the writer that claimed
+    /// the switch (or `flush`, likewise claiming it) calls this.
+    fn switch_buffer(&self, buffer: &Arc<WriteBuffer>) -> Result<()> {
+        debug_assert!(Arc::ptr_eq(
+            self.super_version.load().memory.active(),
+            buffer
+        ));
+        let next_sequence = buffer.seal();
+        let wal_number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+        let wal_path = filename::wal_path(&self.directory, wal_number);
+        let file = if self.options.wal_enabled {
+            let created = create_wal_file(self.file_system.as_ref(), &self.options, &wal_path)
+                .and_then(|file| {
+                    self.file_system.sync_dir(&self.directory)?;
+                    Ok(file)
+                });
+            match created {
+                Ok(file) => Some(file),
+                Err(error) => {
+                    self.set_sticky_error(&error);
+                    return Err(error);
+                }
+            }
+        } else {
+            None
+        };
+        let log = Log::new(
+            wal_number,
+            wal_path,
+            file,
+            next_sequence,
+            SEGMENT_BYTES_DEFAULT,
+            Some(Arc::clone(buffer.log())),
+            Arc::clone(&self.written),
+        );
+        let fresh = Arc::new(WriteBuffer::new(self.options.write_buffer_size_bytes, log));
+        self.install_switch(buffer, fresh);
+        debug_assert!(!Arc::ptr_eq(
+            self.super_version.load().memory.active(),
+            buffer
+        ));
+        Counters::add(&self.counters.memtable_switches, 1);
+        self.background_changed.notify_all();
+        Ok(())
+    }
+}
