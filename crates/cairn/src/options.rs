@@ -7,14 +7,7 @@ use crate::error::{Error, Result};
 use crate::fs::{FileSystem, StdFs};
 use std::sync::Arc;
 
-/// How data blocks are compressed on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    /// Stored as is.
-    None,
-    /// LZ4 block compression (kept only when it saves at least 1/8 of the block).
-    Lz4,
-}
+pub use crate::sstable::Compression;
 
 /// Options fixed when a database is opened.
 #[derive(Debug, Clone)]

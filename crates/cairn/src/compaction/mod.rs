@@ -63,6 +63,7 @@ impl From<&crate::Options> for ShapeOptions {
     }
 }
 
+#[cfg(test)]
 /// Chooses the next compaction with [`Leveled`], nothing running (pure).
 pub fn choose(
     version: &Version,

@@ -1,4 +1,5 @@
-//! Compaction: the background loop that asks `compaction::choose` for work and runs it,
+//! Compaction: the background loop that asks the database's `CompactionPolicy` for work and
+//! runs it,
 //! `Db::compact_range`, the merge-write-install of one plan, and the deletion of files no
 //! longer needed.
 //!
@@ -15,7 +16,7 @@
 //!    it is not a pending output; a WAL only below the durable `log_number` (db invariant 4).
 
 use super::inner::{lock, DbInner, WAIT_SLICE};
-use crate::compaction::{self, Choice, Plan, VersionFilter};
+use crate::compaction::{self, Choice, CompactionState, Plan, VersionFilter};
 use crate::error::Result;
 use crate::filename::{self, FileKind};
 use crate::iter::{InternalIterator, MergingIterator};
@@ -26,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl DbInner {
-    /// The compaction thread: runs compactions while `compaction::choose` finds work.
+    /// The compaction thread: runs compactions while the policy finds work.
     pub(super) fn compaction_loop(&self) {
         loop {
             {
@@ -56,11 +57,15 @@ impl DbInner {
             if lock(&self.background).shutting_down {
                 return false;
             }
-            let (version, pointers) = {
+            let (version, state) = {
                 let versions = lock(&self.versions);
-                (versions.current(), versions.compact_pointers.clone())
+                let mut state = CompactionState::new(self.shape.clone());
+                state.compact_pointers = versions.compact_pointers.clone();
+                (versions.current(), state)
             };
-            let plan = match compaction::choose(&version, &self.shape, &pointers) {
+            // One compaction runs at a time (`compaction_lock`), so nothing is busy here; the
+            // state's busy sets are for policies run beside a running compaction.
+            let plan = match self.policy.choose(&version, &state) {
                 Choice::Nothing => return true,
                 Choice::Compact(plan) => plan,
             };

@@ -14,7 +14,7 @@
 //!    write is accepted afterwards (`check_writable`).
 
 use super::super_version::SuperVersion;
-use crate::compaction::{self, ShapeOptions};
+use crate::compaction::{self, CompactionPolicy, ShapeOptions};
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SequenceNumber;
@@ -59,6 +59,8 @@ pub(super) struct DbInner {
     pub(super) table_cache: Arc<TableCache>,
     pub(super) table_options: TableOptions,
     pub(super) shape: ShapeOptions,
+    /// Decides what to compact next; the compaction loop calls nothing else to choose.
+    pub(super) policy: Box<dyn CompactionPolicy>,
     pub(super) _lock: Box<dyn FileLock>,
     pub(super) super_version: ArcSwap<SuperVersion>,
     pub(super) super_version_update: Mutex<()>,

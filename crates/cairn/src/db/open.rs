@@ -18,7 +18,7 @@
 use super::inner::{create_wal_file, BackgroundState, DbInner};
 use super::super_version::SuperVersion;
 use crate::batch::DecodedBatch;
-use crate::compaction::{self, OutputSettings, ShapeOptions, VersionFilter};
+use crate::compaction::{self, Leveled, OutputSettings, ShapeOptions, VersionFilter};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem};
@@ -78,6 +78,7 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
     };
     let inner = Arc::new(DbInner {
         shape: ShapeOptions::from(&options),
+        policy: Box::new(Leveled),
         table_options,
         directory: directory.to_path_buf(),
         file_system,

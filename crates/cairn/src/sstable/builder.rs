@@ -25,7 +25,7 @@ use super::properties::TableProperties;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::key::{self, compare_internal_keys, parse_internal_key, ValueKind};
-use crate::options::Compression;
+use crate::sstable::Compression;
 use std::cmp::Ordering;
 use std::path::PathBuf;
 

@@ -18,7 +18,16 @@
 use crate::coding::{self, Reader};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
-use crate::options::Compression;
+
+/// How data blocks are compressed on disk (the block's kind byte records which, so a table
+/// written with one setting reads back under any other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Stored as is.
+    None,
+    /// LZ4 block compression (kept only when it saves at least 1/8 of the block).
+    Lz4,
+}
 
 /// Bytes of an encoded [`BlockHandle`].
 pub const BLOCK_HANDLE_BYTES: usize = 16;

@@ -37,6 +37,6 @@ pub use block::{Block, BlockBuilder, BlockIterator, BlockOrigin};
 pub use bloom::{BloomFilter, BloomFilterBuilder};
 pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;
-pub use format::{read_block, BlockHandle, Footer};
+pub use format::{read_block, BlockHandle, Compression, Footer};
 pub use properties::TableProperties;
 pub use reader::{Table, TableGet, TableIterator};

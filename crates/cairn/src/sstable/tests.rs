@@ -11,7 +11,7 @@ use crate::iter::InternalIterator;
 use crate::key::{
     compare_internal_keys, internal_key, parse_internal_key, ValueKind, SEQUENCE_MAX,
 };
-use crate::options::Compression;
+use crate::sstable::Compression;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -100,7 +100,7 @@ fn open(
 /// Versions per user key, newest first: an oracle for `get` independent of key encoding.
 type Versions = HashMap<Vec<u8>, Vec<(u64, ValueKind, Vec<u8>)>>;
 
-fn versions(entries: &Entries) -> Versions {
+fn versions(entries: &[(Vec<u8>, Vec<u8>)]) -> Versions {
     let mut map = Versions::new();
     for (key, value) in entries {
         let parsed = parse_internal_key(key).unwrap();
@@ -142,8 +142,31 @@ fn check_round_trip(options: TableOptions, compressible: bool, seed: u64) -> u64
         fs.file_contents(path).unwrap().len() as u64
     );
 
-    // Point lookups at random snapshots.
-    let oracle = versions(&entries);
+    check_point_lookups(&table, &entries, &mut rng);
+    if options.bloom_bits_per_key > 0 {
+        assert!(table.filter_skips() > 0);
+    }
+
+    // Full iteration both ways.
+    let mut iter = table.iter();
+    assert_eq!(collect_forward(&mut iter).unwrap(), entries);
+    assert_eq!(collect_backward(&mut iter).unwrap(), entries);
+    assert!(cache.hits() > 0);
+    assert!(cache.usage_bytes() <= cache.capacity_bytes());
+    check_seek_walks(&mut iter, &entries, &mut rng);
+
+    // No cache, and a non-filling iterator, read the same data.
+    let uncached = open(&fs, path, None, false).unwrap();
+    assert_eq!(
+        collect_forward(&mut uncached.iter_with(false)).unwrap(),
+        entries
+    );
+    table.size_bytes()
+}
+
+/// Point lookups at random snapshots against an oracle of every key's versions.
+fn check_point_lookups(table: &Table, entries: &[(Vec<u8>, Vec<u8>)], rng: &mut SmallRng) {
+    let oracle = versions(entries);
     let user_keys: Vec<&Vec<u8>> = oracle.keys().collect();
     for user in &user_keys {
         assert!(table.may_contain(user));
@@ -151,7 +174,7 @@ fn check_round_trip(options: TableOptions, compressible: bool, seed: u64) -> u64
     for round in 0..20_000 {
         let absent;
         let user: &[u8] = if round % 10 == 0 {
-            absent = random_user_key(&mut rng);
+            absent = random_user_key(rng);
             &absent
         } else {
             user_keys[rng.gen_range(0..user_keys.len())]
@@ -172,18 +195,10 @@ fn check_round_trip(options: TableOptions, compressible: bool, seed: u64) -> u64
             "get {user:?} at {snapshot}"
         );
     }
-    if options.bloom_bits_per_key > 0 {
-        assert!(table.filter_skips() > 0);
-    }
+}
 
-    // Full iteration both ways.
-    let mut iter = table.iter();
-    assert_eq!(collect_forward(&mut iter).unwrap(), entries);
-    assert_eq!(collect_backward(&mut iter).unwrap(), entries);
-    assert!(cache.hits() > 0);
-    assert!(cache.usage_bytes() <= cache.capacity_bytes());
-
-    // Seeks, then a random walk of next/prev from each.
+/// Seeks, then a random walk of next/prev from each, against the sorted entries.
+fn check_seek_walks(iter: &mut TableIterator, entries: &[(Vec<u8>, Vec<u8>)], rng: &mut SmallRng) {
     for _ in 0..2_000 {
         let target = if rng.gen_bool(0.5) {
             let (key, _) = &entries[rng.gen_range(0..entries.len())];
@@ -194,11 +209,7 @@ fn check_round_trip(options: TableOptions, compressible: bool, seed: u64) -> u64
                 ValueKind::SEEK,
             )
         } else {
-            internal_key(
-                &random_user_key(&mut rng),
-                rng.gen_range(0..100),
-                ValueKind::Put,
-            )
+            internal_key(&random_user_key(rng), rng.gen_range(0..100), ValueKind::Put)
         };
         let mut position = entries
             .partition_point(|(key, _)| compare_internal_keys(key, &target) == Ordering::Less);
@@ -229,14 +240,6 @@ fn check_round_trip(options: TableOptions, compressible: bool, seed: u64) -> u64
         }
         iter.status().unwrap();
     }
-
-    // No cache, and a non-filling iterator, read the same data.
-    let uncached = open(&fs, path, None, false).unwrap();
-    assert_eq!(
-        collect_forward(&mut uncached.iter_with(false)).unwrap(),
-        entries
-    );
-    table.size_bytes()
 }
 
 #[test]
