@@ -386,16 +386,21 @@ impl Memtable {
             crate::key::pack_trailer(sequence, kind).to_le_bytes();
         let hint = hint.filter(|hint| ptr::eq(hint.memtable, self) && hint.user_key == user_key);
         let hash = hint.map_or_else(|| index::hash(user_key), |hint| hint.hash);
-        let known = match hint.map(|hint| hint.key_node) {
-            Some(key_node) if !key_node.is_null() => Some(key_node),
+        let known = match hint {
+            Some(hint) if !hint.key_node.is_null() => Some((hint.key_node, hint.indexed)),
             _ => match self.lookup(user_key, hash) {
-                Lookup::Found(address) => Some(address as *const Node),
+                Lookup::Found(address) => Some((address as *const Node, true)),
                 Lookup::Absent | Lookup::Unknown => None,
             },
         };
-        if let Some(key_node) = known {
+        if let Some((key_node, indexed)) = known {
             let version = Self::allocate_node(&self.arena, 0, [user_key, &trailer_bytes], value);
             self.link_version(key_node, version);
+            if !indexed {
+                // Found by search: its creator may not have published it yet, and our write
+                // completes now (invariant 5).
+                self.index.publish(hash, key_node as usize);
+            }
             self.entry_count.add(1);
             return;
         }
@@ -723,16 +728,16 @@ impl Memtable {
         user_key: &'a [u8],
     ) -> (Option<Entry<'a>>, InsertHint<'a>) {
         let hash = index::hash(user_key);
-        let (key_node, path) = match self.lookup(user_key, hash) {
-            Lookup::Found(address) => (address as *const Node, None),
+        let (key_node, indexed, path) = match self.lookup(user_key, hash) {
+            Lookup::Found(address) => (address as *const Node, true, None),
             // An absent key still gets its search path: the read-modify-write that asks
             // searches here, before it reserves its sequence, so the insert after it (inside
             // the window other read-modify-writes wait on) only walks what was inserted since.
             Lookup::Absent | Lookup::Unknown => {
                 let height = self.max_height.load(AtomicOrdering::Relaxed);
                 match self.search(user_key, height) {
-                    Search::Found(node) => (node, None),
-                    Search::Absent { before, .. } => (ptr::null(), Some(before)),
+                    Search::Found(node) => (node, false, None),
+                    Search::Absent { before, .. } => (ptr::null(), false, Some(before)),
                 }
             }
         };
@@ -746,6 +751,7 @@ impl Memtable {
             memtable: self,
             user_key,
             key_node,
+            indexed,
             path,
             hash,
         };
@@ -1078,6 +1084,9 @@ pub struct InsertHint<'a> {
     user_key: &'a [u8],
     /// The key node, or null.
     key_node: *const Node,
+    /// True if `key_node` came from the index; one found by search may not be published yet,
+    /// so the insert that uses it publishes it.
+    indexed: bool,
     path: Option<[*const Node; MAX_HEIGHT]>,
     /// `index::hash(user_key)`, so the insert does not hash the key again.
     hash: u64,
@@ -1542,6 +1551,35 @@ mod tests {
                 .windows(2)
                 .all(|pair| compare_internal_keys(&pair[0].0, &pair[1].0) == Ordering::Less));
         }
+    }
+
+    #[test]
+    fn a_hinted_insert_on_a_key_node_not_yet_in_the_index_publishes_it() {
+        // Bug E: a key node's creator has linked it into the skiplist but not yet published
+        // it in the index. `get_entry_hinted` finds it by search after the index said
+        // `Absent`; the hinted insert then joins the chain and must publish the node before it
+        // returns (invariant 5), or a `get` right after misses the completed version.
+        let memtable = Memtable::new();
+        let height = 1;
+        let node = Memtable::allocate_node(
+            &memtable.arena,
+            height,
+            [
+                b"k",
+                &crate::key::pack_trailer(1, ValueKind::Put).to_le_bytes(),
+            ],
+            b"first",
+        );
+        // The creator, paused between linking and publishing.
+        assert!(memtable.link_key_node(node, b"k", height, None).is_none());
+        let (found, hint) = memtable.get_entry_hinted(b"k");
+        assert_eq!(found, Some((1, ValueKind::Put, &b"first"[..])));
+        memtable.insert_hinted(Some(&hint), b"k", 2, ValueKind::Put, b"second");
+        assert_eq!(
+            memtable.get(b"k", crate::key::SEQUENCE_MAX),
+            Some((ValueKind::Put, &b"second"[..])),
+            "a completed hinted insert is not found by get"
+        );
     }
 
     #[test]
