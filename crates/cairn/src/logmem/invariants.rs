@@ -143,7 +143,7 @@ impl LogMemory {
     /// Test hook: adds `delta` to the live bytes of the segment holding `location`, so a test
     /// can break invariant 3 and watch the check fire.
     #[cfg(test)]
-    pub(super) fn skew_live_bytes(&self, location: u64, delta: i64) {
+    pub(crate) fn skew_live_bytes(&self, location: u64, delta: i64) {
         if let Some(segment) = self
             .split_location(location)
             .and_then(|(index, _)| self.segment(index))
