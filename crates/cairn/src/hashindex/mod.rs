@@ -62,6 +62,7 @@
 //!    table pointer was published, so whoever sees the flag reloads the new table.
 //! 6. A partition's entry count is exact once its writers are done (updated under the bucket
 //!    locks), but it only steers resizing; no lookup depends on it.
+
 mod bucket;
 #[cfg(any(test, feature = "invariants"))]
 mod invariants;

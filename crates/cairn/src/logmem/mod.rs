@@ -57,6 +57,7 @@
 //!    reader can hold maps to the segment and offset it was created for.
 //! 7. A block's pages are released (`madvise`) only while the block is in the free pool and
 //!    counted as "being released", so no reader or writer can touch them meanwhile.
+
 mod blocks;
 mod cleaner;
 mod head;

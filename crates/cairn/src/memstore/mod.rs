@@ -32,6 +32,7 @@
 //!    changing the index; an appended object that was not linked is counted dead.
 //! 5. Every wait is bounded: writers waiting for space give up with [`Error::Full`] after
 //!    `full_wait_limit`; retry loops have fixed limits.
+
 mod compactor;
 #[cfg(any(test, feature = "invariants"))]
 mod invariants;
