@@ -104,7 +104,8 @@ impl Memtable {
         let height = random_height();
         let node = Node::allocate(&self.arena, height, key_parts, value);
         let path = hint.and_then(|hint| hint.path.as_ref());
-        match self.link_key_node(node, key_parts[0], height, path) {
+        let [user_key, _] = key_parts;
+        match self.link_key_node(node, user_key, height, path) {
             None => {
                 #[cfg(test)]
                 if self.delay_publish.load(AtomicOrdering::Relaxed) {

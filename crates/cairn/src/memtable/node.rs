@@ -197,7 +197,7 @@ impl Node {
         value: &[u8],
     ) -> *mut Node {
         debug_assert!(height <= MAX_HEIGHT);
-        let key_length = key_parts[0].len() + key_parts[1].len();
+        let key_length = key_parts.iter().map(|part| part.len()).sum::<usize>();
         let links_bytes = link_words(height) * std::mem::size_of::<usize>();
         let size = NODE_HEADER_BYTES + links_bytes + key_length + value.len();
         let node = arena.allocate(size) as *mut Node;

@@ -54,8 +54,10 @@ impl Memtable {
             if equal {
                 return Search::Found(found_after);
             }
-            before[level] = found_before;
-            after[level] = found_after;
+            if let (Some(before), Some(after)) = (before.get_mut(level), after.get_mut(level)) {
+                *before = found_before;
+                *after = found_after;
+            }
             start = found_before;
             known_not_before = found_after;
         }
