@@ -30,6 +30,9 @@
 //!    epoch; a stamp `s` returned by `advance` is below the global epoch from then on.
 //! 4. At most `MAX_SLOT_THREADS` threads get a private slot; further threads record their epoch
 //!    in a mutex-protected overflow list (slower, still correct).
+//!
+//! `EpochTable::check_invariants` checks 1 and 3 (the parts that hold under concurrent pins);
+//! with the `invariants` feature every `advance` runs it.
 
 use crate::sync::{fence, AtomicU64, Ordering};
 #[cfg(not(loom))]
@@ -242,7 +245,64 @@ impl EpochTable {
 
     /// Called after unlinking something: returns the stamp to retire it with.
     pub fn advance(&self) -> u64 {
-        self.global.fetch_add(1, Ordering::SeqCst)
+        let stamp = self.global.fetch_add(1, Ordering::SeqCst);
+        // Rare (once per retired segment or table) and a scan of the slots in use: cheap.
+        #[cfg(feature = "invariants")]
+        if let Err(broken) = self.check_invariants() {
+            panic!("epoch table broke an invariant: {broken}");
+        }
+        stamp
+    }
+
+    /// Checks invariants 1 and 3 (the parts that hold while other threads pin and unpin):
+    /// every pinned slot and overflow entry holds an epoch in `1..=global`, and `safe_below()`
+    /// does not exceed the global epoch.
+    #[cfg(any(test, feature = "invariants"))]
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let in_use = slots_in_use().min(self.slots.len());
+        let mut pinned: Vec<(String, u64)> = Vec::new();
+        for (index, slot) in self.slots.iter().take(in_use).enumerate() {
+            let epoch = slot.load(Ordering::SeqCst);
+            if epoch != NOT_PINNED {
+                pinned.push((format!("slot {index}"), epoch));
+            }
+        }
+        for &epoch in self
+            .overflow
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
+            pinned.push(("an overflow entry".to_string(), epoch));
+        }
+        // Read after the slots: the global epoch only grows, so every epoch read above that a
+        // thread took from it is at most this value.
+        let global = self.global.load(Ordering::SeqCst);
+        if global == 0 {
+            return Err("invariant 1: the global epoch is 0".to_string());
+        }
+        if let Some((holder, epoch)) = pinned.iter().find(|(_, epoch)| *epoch > global) {
+            return Err(format!(
+                "invariant 1: {holder} is pinned at {epoch}, above the global epoch {global}"
+            ));
+        }
+        let safe = self.safe_below();
+        let global = self.global.load(Ordering::SeqCst);
+        if safe > global {
+            return Err(format!(
+                "invariant 3: safe_below {safe} exceeds the global epoch {global}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Test hook: stores `epoch` in this thread's slot as if it had pinned there, so a test can
+    /// break invariant 1 and watch the check fire. Clears the slot when `epoch` is 0.
+    #[cfg(all(test, not(loom)))]
+    fn force_slot(&self, epoch: u64) {
+        if let Some(slot) = current_thread_slot().and_then(|index| self.slots.get(index)) {
+            slot.store(epoch, Ordering::SeqCst);
+        }
     }
 
     /// Current global epoch (for tests and diagnostics).
@@ -318,6 +378,21 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+
+    #[test]
+    fn the_check_catches_a_slot_pinned_above_the_global_epoch() {
+        let table = EpochTable::new();
+        table.advance();
+        {
+            let _guard = table.pin();
+            table.check_invariants().unwrap();
+        }
+        table.force_slot(table.current() + 5);
+        let broken = table.check_invariants().unwrap_err();
+        table.force_slot(NOT_PINNED);
+        assert!(broken.contains("invariant 1"), "{broken}");
+        table.check_invariants().unwrap();
+    }
 
     #[test]
     fn unpinned_table_is_safe_for_every_stamp() {
@@ -418,6 +493,7 @@ mod tests {
         }
         assert_eq!(violations.load(Ordering::SeqCst), 0);
         assert!(swaps > 100, "reclaimer made too little progress: {swaps}");
+        table.check_invariants().unwrap();
     }
 }
 
