@@ -3,7 +3,7 @@
 //! Every sorted source (memtable, SSTable block, SSTable, level) exposes the same cursor
 //! interface, [`InternalIterator`], over internal keys in the order of
 //! [`crate::key::compare_internal_keys`]. The merging iterator combines them; the database
-//! iterator (in `db`) collapses versions and hides tombstones.
+//! iterator (in `db_iter`) collapses versions and hides tombstones.
 //!
 //! Thread-safety contract: an iterator is owned by one thread (`Send`, not `Sync`); it keeps
 //! every structure it reads alive (by `Arc`), so it stays valid while the database changes.

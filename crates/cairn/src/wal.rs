@@ -18,8 +18,9 @@
 //! prefix of what was appended, possibly with a garbage tail. Zero-length records are never
 //! written, so a zero-filled tail is always recognised as a tail.
 //!
-//! Thread-safety contract: a `LogWriter` is owned by one thread at a time (`&mut self`); the
-//! database serialises appends to the live WAL.
+//! Thread-safety contract: a `LogWriter` is owned by one thread at a time (`&mut self`). It
+//! writes the MANIFEST only (the `VersionSet` holds it under the `versions` lock); the live
+//! WAL is written concurrently by `wal_writer`, which shares this module's record framing.
 
 use crate::coding::{get_u32, masked_crc2};
 use crate::error::{Error, Result};

@@ -149,8 +149,10 @@ pub fn plan_for_inputs(
     Some(plan)
 }
 
-/// A plan for `compact_range`: the files of `level` overlapping `[lower, upper]`. Level 0
-/// takes every overlapping file; deeper levels take the overlapping part of the run.
+/// A plan for `compact_range`: the files of `level` overlapping `[lower, upper]` (the
+/// overlapping part of the run at deeper levels). For level 0 the caller passes every file
+/// through [`plan_for_inputs`] instead: level-0 files overlap one another, and compacting only
+/// the ones overlapping a range could put an older version above a newer one.
 pub fn plan_for_range(
     version: &Version,
     level: usize,

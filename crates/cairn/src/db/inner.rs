@@ -5,7 +5,8 @@
 //! Thread-safety contract: `DbInner` is shared by `Arc` between client threads and the two
 //! background threads. Atomics and `ArcSwap` are read without locks; each `Mutex` guards only
 //! its own field. Lock order: `compaction_lock` → `versions` → `super_version_update`;
-//! `background` is a leaf.
+//! `background`, `pending_outputs` and `sticky_error` are leaves (nothing is taken while one
+//! of them is held).
 //!
 //! Invariants:
 //! 1. `visible()` never exceeds the inserted watermark, nor (with the WAL on) the highest
