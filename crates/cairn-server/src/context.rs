@@ -128,6 +128,12 @@ impl Context {
                 cursors.positions.remove(&oldest);
             }
         }
+        #[cfg(feature = "invariants")]
+        assert!(
+            cursors.positions.len() <= MAX_CURSORS
+                && cursors.order.len() == cursors.positions.len(),
+            "invariant 2: the cursor table is bounded and its order list matches it"
+        );
         id
     }
 

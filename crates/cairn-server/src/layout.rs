@@ -117,6 +117,12 @@ impl Record {
             None => out.push(self.kind.tag()),
         }
         out.extend_from_slice(&self.payload);
+        #[cfg(feature = "invariants")]
+        assert_eq!(
+            Record::decode(&out).as_ref(),
+            Some(self),
+            "invariant 1: an envelope decodes to the record it encodes"
+        );
         out
     }
 

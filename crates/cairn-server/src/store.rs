@@ -193,6 +193,17 @@ pub struct MemStoreStore {
 }
 
 impl MemStoreStore {
+    /// Invariant 1 for `key` (the caller's write to it has returned; the server holds its lock).
+    #[cfg(feature = "invariants")]
+    fn check_indexed(&self, key: &[u8]) {
+        let stored = matches!(self.store.get(key), Ok(Some(_)));
+        let indexed = lock(&self.keys).contains(key);
+        assert_eq!(
+            stored, indexed,
+            "invariant 1: the key index matches the MemStore for {key:?}"
+        );
+    }
+
     /// Wraps a store.
     pub fn new(store: MemStore) -> Self {
         MemStoreStore {
@@ -212,11 +223,15 @@ impl Store for MemStoreStore {
             match op {
                 Op::Put(key, value) => {
                     self.store.put(&key, &value)?;
-                    lock(&self.keys).insert(key);
+                    lock(&self.keys).insert(key.clone());
+                    #[cfg(feature = "invariants")]
+                    self.check_indexed(&key);
                 }
                 Op::Delete(key) => {
                     self.store.delete(&key)?;
                     lock(&self.keys).remove(&key);
+                    #[cfg(feature = "invariants")]
+                    self.check_indexed(&key);
                 }
             }
         }
@@ -240,6 +255,9 @@ impl Store for MemStoreStore {
         } else {
             keys.remove(key);
         }
+        drop(keys);
+        #[cfg(feature = "invariants")]
+        self.check_indexed(key);
         Ok(())
     }
 

@@ -118,3 +118,75 @@ fn shutdown_command_stops_the_server() {
     let value: String = server.client().get("durable").unwrap();
     assert_eq!(value, "yes");
 }
+
+#[test]
+fn acknowledged_writes_survive_kill_9() {
+    let dir = temp_dir("kill");
+    let server = Server::start_in(dir.clone(), &["--sync", "never"]);
+    let mut connection = server.client();
+    let _: () = connection.set("a", "1").unwrap();
+    let _: () = connection.hset("h", "f", "v").unwrap();
+    let count: i64 = connection.incr("n", 3).unwrap();
+    assert_eq!(count, 3);
+    // Dropping the server kills it with SIGKILL: no flush, no close.
+    drop(server);
+    let server = Server::start_in(dir, &[]);
+    let mut connection = server.client();
+    let (a, f, n): (String, String, i64) = redis::pipe()
+        .get("a")
+        .hget("h", "f")
+        .get("n")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!((a.as_str(), f.as_str(), n), ("1", "v", 3));
+}
+
+#[test]
+fn concurrent_increments_and_msetnx_are_atomic() {
+    let server = Server::start("concurrent");
+    let url = server.url();
+    let threads: Vec<_> = (0..4)
+        .map(|thread| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut connection = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let mut won = 0;
+                for round in 0..100 {
+                    let _: i64 = connection.incr("shared", 1).unwrap();
+                    let _: i64 = connection
+                        .hincr("hash", format!("f{}", round % 7), 1)
+                        .unwrap();
+                    let set: i64 = redis::cmd("MSETNX")
+                        .arg(format!("x{round}"))
+                        .arg(thread)
+                        .arg(format!("y{round}"))
+                        .arg(thread)
+                        .query(&mut connection)
+                        .unwrap();
+                    won += set;
+                }
+                won
+            })
+        })
+        .collect();
+    let won: i64 = threads
+        .into_iter()
+        .map(|thread| thread.join().unwrap())
+        .sum();
+    assert_eq!(won, 100, "exactly one MSETNX wins each round");
+    let mut connection = server.client();
+    let total: i64 = connection.get("shared").unwrap();
+    assert_eq!(total, 400);
+    let fields: i64 = connection.hlen("hash").unwrap();
+    assert_eq!(fields, 7);
+    let values: Vec<i64> = connection.hvals("hash").unwrap();
+    assert_eq!(values.iter().sum::<i64>(), 400);
+    for round in 0..100 {
+        let (x, y): (String, String) = redis::pipe()
+            .get(format!("x{round}"))
+            .get(format!("y{round}"))
+            .query(&mut connection)
+            .unwrap();
+        assert_eq!(x, y, "both keys of one MSETNX come from one client");
+    }
+}

@@ -54,6 +54,20 @@ fn load_hash(context: &Context, key: &[u8], locked: bool) -> Result<Option<Recor
     }
 }
 
+/// Invariant 1 for hash `key`; the caller holds its lock and its write has returned.
+#[cfg(feature = "invariants")]
+fn check_field_count(context: &Context, key: &[u8]) {
+    let recorded = match super::raw_record(context, key) {
+        Ok(record) => record.map_or(0, |record| record.field_count()),
+        Err(failure) => panic!("invariant 1: unreadable record of {key:?}: {failure:?}"),
+    };
+    let stored = all_fields(context, key).map_or(0, |fields| fields.len() as u64);
+    assert_eq!(
+        recorded, stored,
+        "invariant 1: the field count of {key:?} matches its fields"
+    );
+}
+
 fn field_value(context: &Context, key: &[u8], field: &[u8]) -> Result<Option<Vec<u8>>, Failure> {
     Ok(context.store.get(&layout::field_key(key, field))?)
 }
@@ -97,6 +111,8 @@ fn hset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
         ));
     }
     context.store.write(ops)?;
+    #[cfg(feature = "invariants")]
+    check_field_count(context, key);
     if is(arg(args, 0), "hmset") {
         Ok(Reply::ok())
     } else {
@@ -186,6 +202,8 @@ fn hdel(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     if !ops.is_empty() {
         context.store.write(ops)?;
     }
+    #[cfg(feature = "invariants")]
+    check_field_count(context, key);
     Ok(Reply::Integer(removed as i64))
 }
 
@@ -238,6 +256,8 @@ fn hincrby(context: &Context, _: &mut Session, args: &Args) -> Outcome {
         let expires_at = record.and_then(|record| record.expires_at);
         super::put_record(context, key, &Record::hash(count, expires_at))?;
     }
+    #[cfg(feature = "invariants")]
+    check_field_count(context, key);
     Ok(Reply::Integer(sum))
 }
 

@@ -173,6 +173,13 @@ pub fn page(
             None => return Ok((0, Vec::new())),
         },
     };
+    if position
+        .as_deref()
+        .is_some_and(|position| !position.starts_with(prefix))
+    {
+        // A cursor of another iteration (an HSCAN cursor given to SCAN): nothing to resume.
+        return Ok((0, Vec::new()));
+    }
     let lower = position
         .as_deref()
         .map_or(Bound::Included(prefix), Bound::Excluded);
