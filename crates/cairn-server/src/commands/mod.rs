@@ -28,7 +28,9 @@ use crate::expiry::now_ms;
 use crate::layout::{self, Kind, Record, ENVELOPE_HEADER_MAX, MAX_ENGINE_KEY, MAX_ENGINE_VALUE};
 use crate::resp::Reply;
 use crate::store::Op;
+use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::OnceLock;
 
 /// Arguments of a command, the name first.
 pub type Args = [Vec<u8>];
@@ -116,10 +118,17 @@ pub fn table() -> Vec<Spec> {
 
 /// Looks a command up by (case-insensitive) name.
 pub fn find(name: &[u8]) -> Option<Spec> {
-    let lower = name.to_ascii_lowercase();
-    table()
-        .into_iter()
-        .find(|spec| spec.name.as_bytes() == lower)
+    static INDEX: OnceLock<HashMap<&'static [u8], Spec>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        table()
+            .into_iter()
+            .map(|spec| (spec.name.as_bytes(), spec))
+            .collect()
+    });
+    if let Some(spec) = index.get(name) {
+        return Some(*spec);
+    }
+    index.get(name.to_ascii_lowercase().as_slice()).copied()
 }
 
 /// Runs one command and returns its reply.

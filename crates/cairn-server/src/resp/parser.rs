@@ -64,7 +64,7 @@ pub fn parse(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)>, 
 fn line_at(buffer: &[u8], start: usize) -> Option<(&[u8], usize)> {
     let rest = buffer.get(start..)?;
     let position = rest.windows(2).position(|pair| pair == b"\r\n")?;
-    Some((&rest[..position], start + position + 2))
+    Some((rest.get(..position)?, start + position + 2))
 }
 
 /// Redis's `string2ll`: an optional `-` and decimal digits, nothing else, no overflow.
@@ -89,7 +89,7 @@ fn parse_multibulk(
         }
         return Ok(None);
     };
-    let count = parse_integer(&header[1..])
+    let count = parse_integer(header.get(1..).unwrap_or_default())
         .filter(|count| *count <= i64::from(i32::MAX))
         .ok_or_else(|| ProtocolError::new("invalid multibulk length"))?;
     if count <= 0 {
@@ -113,7 +113,7 @@ fn parse_multibulk(
             }
             return Ok(None);
         };
-        let length = parse_integer(&header[1..])
+        let length = parse_integer(header.get(1..).unwrap_or_default())
             .and_then(|length| u64::try_from(length).ok())
             .filter(|length| *length <= limits.max_bulk_bytes)
             .ok_or_else(|| ProtocolError::new("invalid bulk length"))?;
@@ -124,9 +124,15 @@ fn parse_multibulk(
         if buffer.len() < body_end + 2 {
             return Ok(None);
         }
-        arguments.push(buffer[body_start..body_end].to_vec());
+        // Copied only once the request is complete: a request still arriving is re-parsed
+        // on every read, and copying each time would make a large one quadratic.
+        arguments.push(body_start..body_end);
         offset = body_end + 2;
     }
+    let arguments = arguments
+        .into_iter()
+        .map(|range| buffer.get(range).unwrap_or_default().to_vec())
+        .collect();
     Ok(Some((Parsed::Command(arguments), offset)))
 }
 
@@ -137,9 +143,9 @@ fn parse_inline(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)
         }
         return Ok(None);
     };
-    let mut line = &buffer[..newline];
-    if line.last() == Some(&b'\r') {
-        line = &line[..line.len() - 1];
+    let mut line = buffer.get(..newline).unwrap_or_default();
+    if let Some(stripped) = line.strip_suffix(b"\r") {
+        line = stripped;
     }
     let arguments =
         split_arguments(line).ok_or_else(|| ProtocolError::new("unbalanced quotes in request"))?;
