@@ -332,3 +332,38 @@ fn limits_and_errors() {
     assert_eq!(h.run("CONFIG SET proto-max-bulk-len 2000000"), Reply::ok());
     assert!(matches!(h.run("INFO"), Reply::Bulk(text) if text.starts_with(b"# Server")));
 }
+
+#[test]
+fn hscan_and_typed_scan() {
+    let mut h = Harness::new();
+    for index in 0..12 {
+        h.run(&format!("HSET h f{index:02} {index}"));
+    }
+    h.run("SET s v");
+    let mut cursor = "0".to_string();
+    let mut fields = Vec::new();
+    loop {
+        let Reply::Array(parts) = h.run(&format!("HSCAN h {cursor} COUNT 5 MATCH f0*")) else {
+            panic!()
+        };
+        let [Reply::Bulk(next), Reply::Array(items)] = parts.as_slice() else {
+            panic!()
+        };
+        fields.extend(items.chunks(2).map(|pair| pair[0].clone()));
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(fields.len(), 10);
+    assert_eq!(
+        h.run("SCAN 0 TYPE hash COUNT 100"),
+        Reply::Array(vec![bulk("0"), Reply::bulks([b"h".to_vec()])])
+    );
+    assert_eq!(h.run("HSCAN s 0"), error(WRONGTYPE));
+    assert_eq!(h.run("SCAN 0 COUNT 0"), error("ERR syntax error"));
+    assert_eq!(
+        h.run("SCAN 77 COUNT 5"),
+        Reply::Array(vec![bulk("0"), Reply::Array(Vec::new())])
+    );
+}
