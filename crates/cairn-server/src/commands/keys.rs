@@ -298,13 +298,17 @@ fn flush(context: &Context, _: &mut Session, args: &Args) -> Outcome {
         Some(mode) if is(mode, "ASYNC") || is(mode, "SYNC") => {}
         Some(_) => return Err(Failure::syntax()),
     }
+    // Each chunk resumes after the last key deleted, so no scan re-walks earlier tombstones.
+    let mut position: Option<Vec<u8>> = None;
     loop {
-        let pairs = context
-            .store
-            .scan(Bound::Unbounded, Bound::Unbounded, CHUNK, false)?;
-        if pairs.is_empty() {
+        let lower = position
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        let pairs = context.store.scan(lower, Bound::Unbounded, CHUNK, false)?;
+        let Some((last, _)) = pairs.last() else {
             return Ok(Reply::ok());
-        }
+        };
+        position = Some(last.clone());
         context
             .store
             .write(pairs.into_iter().map(|(key, _)| Op::Delete(key)).collect())?;
