@@ -1,0 +1,428 @@
+//! Keyspace commands: DEL UNLINK EXISTS TYPE RENAME SCAN KEYS DBSIZE FLUSHDB FLUSHALL RANGE,
+//! and the cursor paging and glob matching SCAN and HSCAN share.
+//!
+//! Thread-safety contract: as every handler (see `commands`). DEL and RENAME hold the locks
+//! of all their keys and write one batch (atomic on the `db` engine). FLUSHDB takes no locks:
+//! it deletes what it scans in batches, so writes racing it may survive it. SCAN, KEYS,
+//! DBSIZE and RANGE read without locks, each engine scan chunk at its own moment.
+//!
+//! Invariants:
+//! 1. SCAN's cursor is a number naming the last engine key returned (kept in the context's
+//!    cursor table); 0 starts and ends an iteration. Keys are visited in byte order, so a key
+//!    present for a whole iteration is returned exactly once, as Redis promises (and never
+//!    twice, which Redis does not promise).
+//! 2. Expired records are never listed or counted.
+
+use super::{arg, delete_ops, is, load, load_locked, parse_i64, Args, Failure, Outcome, Spec};
+use crate::context::{Context, Session};
+use crate::expiry::now_ms;
+use crate::layout::{self, Kind, Record, META};
+use crate::resp::Reply;
+use crate::store::{Op, Pairs};
+use std::ops::Bound;
+
+/// The keyspace commands.
+pub const SPECS: &[Spec] = &[
+    super::spec("del", -2, true, (1, -1, 1), del),
+    super::spec("unlink", -2, true, (1, -1, 1), del),
+    super::spec("exists", -2, false, (1, -1, 1), exists),
+    super::spec("type", 2, false, (1, 1, 1), key_type),
+    super::spec("rename", 3, true, (1, 2, 1), rename),
+    super::spec("scan", -2, false, (0, 0, 0), scan),
+    super::spec("keys", 2, false, (0, 0, 0), keys),
+    super::spec("dbsize", 1, false, (0, 0, 0), dbsize),
+    super::spec("flushdb", -1, true, (0, 0, 0), flush),
+    super::spec("flushall", -1, true, (0, 0, 0), flush),
+    super::spec("range", -3, false, (0, 0, 0), range),
+];
+
+/// Engine keys read per chunk by whole-keyspace walks.
+const CHUNK: usize = 1024;
+
+fn del(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+    let keys: Vec<&[u8]> = args.iter().skip(1).map(Vec::as_slice).collect();
+    let _locks = context.lock_keys(&keys);
+    let mut ops = Vec::new();
+    let mut deleted = 0;
+    let mut seen = std::collections::HashSet::new();
+    for key in keys {
+        if !seen.insert(key) {
+            continue;
+        }
+        if let Some(record) = load_locked(context, key)? {
+            ops.extend(delete_ops(context, key, &record)?);
+            deleted += 1;
+        }
+    }
+    if !ops.is_empty() {
+        context.store.write(ops)?;
+    }
+    Ok(Reply::Integer(deleted))
+}
+
+fn exists(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+    let mut count = 0;
+    for key in args.iter().skip(1) {
+        count += i64::from(load(context, key)?.is_some());
+    }
+    Ok(Reply::Integer(count))
+}
+
+fn key_type(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+    let name = load(context, arg(args, 1))?.map_or("none", |record| record.kind.name());
+    Ok(Reply::Simple(name.to_string()))
+}
+
+fn rename(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+    let (source, target) = (arg(args, 1), arg(args, 2));
+    super::check_key(target)?;
+    let _locks = context.lock_keys(&[source, target]);
+    let Some(record) = load_locked(context, source)? else {
+        return Err(Failure::err("no such key"));
+    };
+    if source == target {
+        return Ok(Reply::ok());
+    }
+    let mut ops = match load_locked(context, target)? {
+        Some(old) => delete_ops(context, target, &old)?,
+        None => Vec::new(),
+    };
+    if record.kind == Kind::Hash {
+        let prefix = layout::field_prefix(source);
+        let prefix_end = layout::prefix_end(&prefix);
+        let upper = prefix_end
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        // Later operations of a batch win, so these puts override the target's deletes.
+        for (engine_key, value) in
+            context
+                .store
+                .scan(Bound::Included(&prefix), upper, usize::MAX, false)?
+        {
+            let field = engine_key.get(prefix.len()..).unwrap_or_default();
+            super::check_field(target, field)?;
+            ops.push(Op::Put(layout::field_key(target, field), value));
+            ops.push(Op::Delete(engine_key));
+        }
+    }
+    ops.push(Op::Delete(layout::meta_key(source)));
+    ops.push(Op::Put(layout::meta_key(target), record.encode()));
+    context.store.write(ops)?;
+    Ok(Reply::ok())
+}
+
+/// SCAN/HSCAN options: MATCH, COUNT, TYPE.
+#[derive(Debug)]
+pub struct ScanOptions {
+    /// Glob the keys (fields) must match.
+    pub pattern: Option<Vec<u8>>,
+    /// Engine keys to visit per call.
+    pub count: usize,
+    /// Only keys of this type (SCAN).
+    pub kind: Option<Vec<u8>>,
+}
+
+impl ScanOptions {
+    /// Parses the options starting at argument `from`.
+    pub fn parse(args: &Args, from: usize) -> Result<ScanOptions, Failure> {
+        let mut options = ScanOptions {
+            pattern: None,
+            count: 10,
+            kind: None,
+        };
+        let mut index = from;
+        while index < args.len() {
+            let (option, value) = (arg(args, index), args.get(index + 1));
+            match value {
+                Some(value) if is(option, "MATCH") => options.pattern = Some(value.clone()),
+                Some(value) if is(option, "TYPE") => {
+                    options.kind = Some(value.to_ascii_lowercase())
+                }
+                Some(value) if is(option, "COUNT") => {
+                    let count = parse_i64(value)?;
+                    if count < 1 {
+                        return Err(Failure::syntax());
+                    }
+                    options.count = count.min(1 << 20) as usize;
+                }
+                _ => return Err(Failure::syntax()),
+            }
+            index += 2;
+        }
+        Ok(options)
+    }
+}
+
+/// One page of up to `count` engine pairs under `prefix`, after the position `cursor` names;
+/// returns the next cursor (0: done) and the pairs.
+pub fn page(
+    context: &Context,
+    cursor: &[u8],
+    prefix: &[u8],
+    count: usize,
+) -> Result<(u64, Pairs), Failure> {
+    let cursor = std::str::from_utf8(cursor)
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+        .ok_or_else(|| Failure::err("invalid cursor"))?;
+    let position = match cursor {
+        0 => None,
+        id => match context.cursor(id) {
+            Some(position) => Some(position),
+            // A forgotten cursor ends the iteration rather than restarting it.
+            None => return Ok((0, Vec::new())),
+        },
+    };
+    if position
+        .as_deref()
+        .is_some_and(|position| !position.starts_with(prefix))
+    {
+        // A cursor of another iteration (an HSCAN cursor given to SCAN): nothing to resume.
+        return Ok((0, Vec::new()));
+    }
+    let lower = position
+        .as_deref()
+        .map_or(Bound::Included(prefix), Bound::Excluded);
+    let end = layout::prefix_end(prefix);
+    let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let pairs = context.store.scan(lower, upper, count, false)?;
+    let next = match pairs.last() {
+        Some((last, _)) if pairs.len() >= count => context.save_cursor(last.clone()),
+        _ => 0,
+    };
+    Ok((next, pairs))
+}
+
+/// The user key and live record of a record pair.
+fn live(pair: (Vec<u8>, Vec<u8>), now: u64) -> Option<(Vec<u8>, Record)> {
+    let record = Record::decode(&pair.1).filter(|record| !record.is_expired(now))?;
+    Some((pair.0.get(1..)?.to_vec(), record))
+}
+
+fn scan(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+    let options = ScanOptions::parse(args, 2)?;
+    let (next, pairs) = page(context, arg(args, 1), &[META], options.count)?;
+    let now = now_ms();
+    let keys = pairs
+        .into_iter()
+        .filter_map(|pair| live(pair, now))
+        .filter(|(key, record)| {
+            options
+                .pattern
+                .as_deref()
+                .is_none_or(|pattern| glob_match(pattern, key))
+                && options
+                    .kind
+                    .as_deref()
+                    .is_none_or(|kind| kind == record.kind.name().as_bytes())
+        });
+    Ok(Reply::Array(vec![
+        Reply::bulk(next.to_string()),
+        Reply::bulks(keys.map(|(key, _)| key)),
+    ]))
+}
+
+/// Calls `visit` on every live record from `start` (an engine key) to the end of the record
+/// range, in chunks, until it returns false.
+fn walk(
+    context: &Context,
+    start: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    reverse: bool,
+    visit: &mut dyn FnMut(Vec<u8>, Record) -> bool,
+) -> Result<(), Failure> {
+    let mut position: Bound<Vec<u8>> = if reverse { upper } else { start }.map(<[u8]>::to_vec);
+    loop {
+        let (lower, upper_now) = if reverse {
+            (start, position.as_ref().map(Vec::as_slice))
+        } else {
+            (position.as_ref().map(Vec::as_slice), upper)
+        };
+        let pairs = context.store.scan(lower, upper_now, CHUNK, reverse)?;
+        let done = pairs.len() < CHUNK;
+        let Some((last, _)) = pairs.last() else {
+            return Ok(());
+        };
+        position = Bound::Excluded(last.clone());
+        let now = now_ms();
+        for (key, record) in pairs.into_iter().filter_map(|pair| live(pair, now)) {
+            if !visit(key, record) {
+                return Ok(());
+            }
+        }
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+const RECORDS_START: &[u8] = &[META];
+const RECORDS_END: &[u8] = &[META + 1];
+
+fn keys(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+    let pattern = arg(args, 1);
+    let mut found = Vec::new();
+    walk(
+        context,
+        Bound::Included(RECORDS_START),
+        Bound::Excluded(RECORDS_END),
+        false,
+        &mut |key, _| {
+            if glob_match(pattern, &key) {
+                found.push(key);
+            }
+            true
+        },
+    )?;
+    Ok(Reply::bulks(found))
+}
+
+fn dbsize(context: &Context, _: &mut Session, _: &Args) -> Outcome {
+    let mut count = 0;
+    walk(
+        context,
+        Bound::Included(RECORDS_START),
+        Bound::Excluded(RECORDS_END),
+        false,
+        &mut |_, _| {
+            count += 1;
+            true
+        },
+    )?;
+    Ok(Reply::Integer(count))
+}
+
+fn flush(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+    match args.get(1) {
+        None => {}
+        Some(mode) if is(mode, "ASYNC") || is(mode, "SYNC") => {}
+        Some(_) => return Err(Failure::syntax()),
+    }
+    // Each chunk resumes after the last key deleted, so no scan re-walks earlier tombstones.
+    let mut position: Option<Vec<u8>> = None;
+    loop {
+        let lower = position
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        let pairs = context.store.scan(lower, Bound::Unbounded, CHUNK, false)?;
+        let Some((last, _)) = pairs.last() else {
+            return Ok(Reply::ok());
+        };
+        position = Some(last.clone());
+        context
+            .store
+            .write(pairs.into_iter().map(|(key, _)| Op::Delete(key)).collect())?;
+    }
+}
+
+/// `RANGE start end [LIMIT n] [REV]`: string keys in `[start, end)` (an empty `end`: no upper
+/// bound) with their values, as a flat key, value, ... array.
+fn range(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+    let (start, end) = (arg(args, 1), arg(args, 2));
+    let (mut limit, mut reverse) = (usize::MAX, false);
+    let mut index = 3;
+    while index < args.len() {
+        match (arg(args, index), args.get(index + 1)) {
+            (option, Some(count)) if is(option, "LIMIT") => {
+                limit = usize::try_from(parse_i64(count)?).map_err(|_| Failure::syntax())?;
+                index += 2;
+            }
+            (option, _) if is(option, "REV") => {
+                reverse = true;
+                index += 1;
+            }
+            _ => return Err(Failure::syntax()),
+        }
+    }
+    let lower = layout::meta_key(start);
+    let upper = if end.is_empty() {
+        RECORDS_END.to_vec()
+    } else {
+        layout::meta_key(end)
+    };
+    let mut items = Vec::new();
+    let mut taken = 0;
+    if limit > 0 {
+        walk(
+            context,
+            Bound::Included(&lower),
+            Bound::Excluded(&upper),
+            reverse,
+            &mut |key, record| {
+                if record.kind == Kind::String {
+                    items.push(key);
+                    items.push(record.payload);
+                    taken += 1;
+                }
+                taken < limit
+            },
+        )?;
+    }
+    Ok(Reply::bulks(items))
+}
+
+/// Redis's glob (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, `\x`.
+pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((b'*', rest)) => {
+            (0..=text.len()).any(|skip| glob_match(rest, text.get(skip..).unwrap_or_default()))
+        }
+        Some((b'?', rest)) => text
+            .split_first()
+            .is_some_and(|(_, tail)| glob_match(rest, tail)),
+        Some((b'[', rest)) => {
+            let Some((&byte, tail)) = text.split_first() else {
+                return false;
+            };
+            let (matched, after) = match_class(rest, byte);
+            matched && glob_match(after, tail)
+        }
+        Some((b'\\', rest)) if !rest.is_empty() => {
+            text.first() == rest.first()
+                && glob_match(
+                    rest.get(1..).unwrap_or_default(),
+                    text.get(1..).unwrap_or_default(),
+                )
+        }
+        Some((&literal, rest)) => text
+            .split_first()
+            .is_some_and(|(&byte, tail)| byte == literal && glob_match(rest, tail)),
+    }
+}
+
+/// Matches `byte` against the class after `[`; returns the result and the pattern after `]`.
+fn match_class(class: &[u8], byte: u8) -> (bool, &[u8]) {
+    let (negated, mut rest) = match class.split_first() {
+        Some((b'^', rest)) => (true, rest),
+        _ => (false, class),
+    };
+    let mut matched = false;
+    loop {
+        match rest {
+            [] => break,
+            [b']', tail @ ..] => {
+                rest = tail;
+                break;
+            }
+            [b'\\', escaped, tail @ ..] => {
+                matched |= *escaped == byte;
+                rest = tail;
+            }
+            [low, b'-', high, tail @ ..] if *high != b']' => {
+                let (low, high) = if low <= high {
+                    (*low, *high)
+                } else {
+                    (*high, *low)
+                };
+                matched |= (low..=high).contains(&byte);
+                rest = tail;
+            }
+            [single, tail @ ..] => {
+                matched |= *single == byte;
+                rest = tail;
+            }
+        }
+    }
+    (matched != negated, rest)
+}

@@ -1,0 +1,369 @@
+//! Command tests against the in-memory model store.
+
+use super::dispatch;
+use crate::context::{Context, Session};
+use crate::resp::Reply;
+use crate::store::ModelStore;
+use std::sync::Arc;
+
+struct Harness {
+    context: Context,
+    session: Session,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Harness {
+            context: Context::new(Arc::new(ModelStore::default()), 0),
+            session: Session::default(),
+        }
+    }
+
+    fn run(&mut self, line: &str) -> Reply {
+        let args = crate::resp::parser::split_arguments(line.as_bytes()).unwrap();
+        dispatch(&self.context, &mut self.session, &args)
+    }
+}
+
+fn bulk(text: &str) -> Reply {
+    Reply::bulk(text)
+}
+
+fn int(value: i64) -> Reply {
+    Reply::Integer(value)
+}
+
+fn error(text: &str) -> Reply {
+    Reply::Error(text.to_string())
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+#[test]
+fn set_get_and_options() {
+    let mut h = Harness::new();
+    assert_eq!(h.run("SET k v"), Reply::ok());
+    assert_eq!(h.run("GET k"), bulk("v"));
+    assert_eq!(h.run("SET k w NX"), Reply::Nil);
+    assert_eq!(h.run("SET k w XX GET"), bulk("v"));
+    assert_eq!(h.run("SET other w XX"), Reply::Nil);
+    assert_eq!(h.run("SET k x NX XX"), error("ERR syntax error"));
+    assert_eq!(
+        h.run("SET k x EX 0"),
+        error("ERR invalid expire time in 'set' command")
+    );
+    assert_eq!(h.run("SET k x EX 10 KEEPTTL"), error("ERR syntax error"));
+    assert_eq!(h.run("SETNX k y"), int(0));
+    assert_eq!(h.run("SETNX n y"), int(1));
+    assert_eq!(h.run("GETSET n z"), bulk("y"));
+    assert_eq!(h.run("GETDEL n"), bulk("z"));
+    assert_eq!(h.run("GET n"), Reply::Nil);
+    assert_eq!(
+        h.run("GET"),
+        error("ERR wrong number of arguments for 'get' command")
+    );
+}
+
+#[test]
+fn ttl_rules() {
+    let mut h = Harness::new();
+    h.run("SET k v EX 100");
+    assert_eq!(h.run("TTL k"), int(100));
+    assert_eq!(h.run("APPEND k w"), int(2));
+    assert_eq!(h.run("TTL k"), int(100), "APPEND keeps the TTL");
+    h.run("SET c 1 PX 100000");
+    assert_eq!(h.run("INCR c"), int(2));
+    assert!(
+        matches!(h.run("PTTL c"), Reply::Integer(ms) if ms > 99_000),
+        "INCR keeps the TTL"
+    );
+    h.run("SET k v2 KEEPTTL");
+    assert_eq!(h.run("TTL k"), int(100));
+    h.run("SET k v3");
+    assert_eq!(h.run("TTL k"), int(-1), "SET clears the TTL");
+    assert_eq!(h.run("TTL missing"), int(-2));
+    assert_eq!(h.run("EXPIRE k 50"), int(1));
+    assert_eq!(h.run("PERSIST k"), int(1));
+    assert_eq!(h.run("PERSIST k"), int(0));
+    assert_eq!(h.run("EXPIRE k 10 XX"), int(0));
+    assert_eq!(h.run("PEXPIRE k -1"), int(1));
+    assert_eq!(h.run("EXISTS k"), int(0), "a past expiry deletes at once");
+    h.run("SET e v PX 1");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(
+        h.run("GET e"),
+        Reply::Nil,
+        "expired entries are invisible at once"
+    );
+    assert_eq!(h.run("DBSIZE"), int(1));
+    h.run("SETEX s 10 v");
+    assert_eq!(h.run("TTL s"), int(10));
+    assert_eq!(h.run("GETEX s PERSIST"), bulk("v"));
+    assert_eq!(h.run("TTL s"), int(-1));
+    assert_eq!(h.run("GETEX s PX 5000"), bulk("v"));
+    assert!(matches!(h.run("PTTL s"), Reply::Integer(ms) if ms > 4000));
+}
+
+#[test]
+fn expired_keys_are_sampled_away() {
+    let mut h = Harness::new();
+    for index in 0..5 {
+        h.run(&format!("SET k{index} v PX 1"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let deleted = crate::expiry::sample_once(&h.context, 12345).unwrap();
+    assert_eq!(deleted, 5);
+    let raw = h
+        .context
+        .store
+        .scan(
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            10,
+            false,
+        )
+        .unwrap();
+    assert!(raw.is_empty(), "the sampler deleted the records: {raw:?}");
+}
+
+#[test]
+fn counters() {
+    let mut h = Harness::new();
+    assert_eq!(h.run("INCR c"), int(1));
+    assert_eq!(h.run("INCRBY c 10"), int(11));
+    assert_eq!(h.run("DECR c"), int(10));
+    assert_eq!(h.run("DECRBY c 20"), int(-10));
+    assert_eq!(h.run("INCRBYFLOAT c 0.5"), bulk("-9.5"));
+    h.run("SET s abc");
+    assert_eq!(
+        h.run("INCR s"),
+        error("ERR value is not an integer or out of range")
+    );
+    h.run("SET big 9223372036854775807");
+    assert_eq!(
+        h.run("INCR big"),
+        error("ERR increment or decrement would overflow")
+    );
+    assert_eq!(h.run("GET big"), bulk("9223372036854775807"));
+    h.run("HSET h f 1");
+    assert_eq!(h.run("INCR h"), error(WRONGTYPE));
+    assert_eq!(h.run("INCRBYFLOAT f 3"), bulk("3"));
+}
+
+#[test]
+fn multi_key_strings() {
+    let mut h = Harness::new();
+    assert_eq!(h.run("MSET a 1 b 2"), Reply::ok());
+    assert_eq!(
+        h.run("MGET a b c"),
+        Reply::Array(vec![bulk("1"), bulk("2"), Reply::Nil])
+    );
+    assert_eq!(h.run("MSETNX b 3 c 4"), int(0));
+    assert_eq!(h.run("GET c"), Reply::Nil);
+    assert_eq!(h.run("MSETNX c 3 d 4"), int(1));
+    assert_eq!(
+        h.run("MSET a"),
+        error("ERR wrong number of arguments for 'mset' command")
+    );
+    assert_eq!(
+        h.run("MSET a 1 b"),
+        error("ERR wrong number of arguments for 'mset' command")
+    );
+    assert_eq!(h.run("DEL a b zz"), int(2));
+    assert_eq!(h.run("RENAME c e"), Reply::ok());
+    assert_eq!(h.run("GET e"), bulk("3"));
+    assert_eq!(h.run("RENAME nope x"), error("ERR no such key"));
+}
+
+#[test]
+fn ranges_of_strings() {
+    let mut h = Harness::new();
+    h.run("SET k Hello");
+    assert_eq!(h.run("STRLEN k"), int(5));
+    assert_eq!(h.run("GETRANGE k 1 3"), bulk("ell"));
+    assert_eq!(h.run("GETRANGE k -3 -1"), bulk("llo"));
+    assert_eq!(h.run("GETRANGE k 10 20"), bulk(""));
+    assert_eq!(h.run("SETRANGE k 6 World"), int(11));
+    assert_eq!(h.run("GET k"), Reply::bulk(&b"Hello\0World"[..]));
+    assert_eq!(h.run("SETRANGE new 0 \"\""), int(0));
+    assert_eq!(h.run("EXISTS new"), int(0));
+    let too_far = h.run("SETRANGE k 300000000 x");
+    assert!(
+        matches!(&too_far, Reply::Error(text) if text.starts_with("ERR value too large")),
+        "{too_far:?}"
+    );
+}
+
+#[test]
+fn hashes() {
+    let mut h = Harness::new();
+    assert_eq!(h.run("HSET h a 1 b 2"), int(2));
+    assert_eq!(h.run("HSET h a 3 c 4"), int(1));
+    assert_eq!(h.run("HLEN h"), int(3));
+    assert_eq!(h.run("HGET h a"), bulk("3"));
+    assert_eq!(
+        h.run("HMGET h a x"),
+        Reply::Array(vec![bulk("3"), Reply::Nil])
+    );
+    assert_eq!(
+        h.run("HGETALL h"),
+        Reply::bulks(["a", "3", "b", "2", "c", "4"].map(|s| s.as_bytes().to_vec()))
+    );
+    assert_eq!(
+        h.run("HKEYS h"),
+        Reply::bulks(["a", "b", "c"].map(|s| s.as_bytes().to_vec()))
+    );
+    assert_eq!(h.run("HINCRBY h n 5"), int(5));
+    assert_eq!(h.run("HLEN h"), int(4));
+    assert_eq!(
+        h.run("HINCRBY h a x"),
+        error("ERR value is not an integer or out of range")
+    );
+    assert_eq!(h.run("HEXISTS h b"), int(1));
+    assert_eq!(h.run("TYPE h"), Reply::Simple("hash".to_string()));
+    assert_eq!(h.run("GET h"), error(WRONGTYPE));
+    h.run("SET s v");
+    assert_eq!(h.run("HSET s a 1"), error(WRONGTYPE));
+    assert_eq!(h.run("HDEL h a b c n x"), int(4));
+    assert_eq!(h.run("EXISTS h"), int(0), "the last HDEL deletes the hash");
+    h.run("HSET h a 1");
+    h.run("HSET hx z 9");
+    assert_eq!(h.run("RENAME h g"), Reply::ok());
+    assert_eq!(
+        h.run("HGETALL g"),
+        Reply::bulks(["a", "1"].map(|s| s.as_bytes().to_vec()))
+    );
+    assert_eq!(h.run("HGETALL h"), Reply::Array(Vec::new()));
+    assert_eq!(h.run("SET g plain"), Reply::ok());
+    assert_eq!(h.run("HSET g a 2"), error(WRONGTYPE));
+    h.run("DEL g");
+    assert_eq!(
+        h.run("HGET g a"),
+        Reply::Nil,
+        "SET over a hash dropped its fields"
+    );
+    assert_eq!(
+        h.run("HSET h2 f"),
+        error("ERR wrong number of arguments for 'hset' command")
+    );
+}
+
+#[test]
+fn keyspace_walks() {
+    let mut h = Harness::new();
+    for index in 0..25 {
+        h.run(&format!("SET key:{index:02} v{index}"));
+    }
+    h.run("HSET hash f v");
+    assert_eq!(h.run("DBSIZE"), int(26));
+    let mut cursor = "0".to_string();
+    let mut seen = Vec::new();
+    loop {
+        let Reply::Array(parts) = h.run(&format!("SCAN {cursor} MATCH key:* COUNT 7")) else {
+            panic!()
+        };
+        let [Reply::Bulk(next), Reply::Array(keys)] = parts.as_slice() else {
+            panic!()
+        };
+        seen.extend(keys.iter().cloned());
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 25);
+    let Reply::Array(keys) = h.run("KEYS key:1?") else {
+        panic!()
+    };
+    assert_eq!(keys.len(), 10);
+    assert_eq!(
+        h.run("RANGE key:03 key:05"),
+        Reply::bulks(["key:03", "v3", "key:04", "v4"].map(|s| s.as_bytes().to_vec()))
+    );
+    assert_eq!(
+        h.run("RANGE key:20 \"\" LIMIT 2 REV"),
+        Reply::bulks(["key:24", "v24", "key:23", "v23"].map(|s| s.as_bytes().to_vec()))
+    );
+    assert_eq!(h.run("FLUSHALL"), Reply::ok());
+    assert_eq!(h.run("DBSIZE"), int(0));
+}
+
+#[test]
+fn glob_patterns() {
+    use super::keys::glob_match;
+    assert!(glob_match(b"h?llo", b"hello"));
+    assert!(glob_match(b"h*llo", b"heeeello"));
+    assert!(glob_match(b"h[ae]llo", b"hallo"));
+    assert!(!glob_match(b"h[^e]llo", b"hello"));
+    assert!(glob_match(b"h[a-b]llo", b"hbllo"));
+    assert!(glob_match(b"h\\*", b"h*"));
+    assert!(!glob_match(b"h\\*", b"hx"));
+}
+
+#[test]
+fn limits_and_errors() {
+    let mut h = Harness::new();
+    let long_key = "k".repeat(64 * 1024);
+    let reply = h.run(&format!("SET {long_key} v"));
+    assert!(matches!(&reply, Reply::Error(text) if text.starts_with("ERR key too large")));
+    let field = "f".repeat(64 * 1024 - 8);
+    let reply = h.run(&format!("HSET hash {field} v"));
+    assert!(matches!(&reply, Reply::Error(text) if text.starts_with("ERR key too large")));
+    assert_eq!(
+        h.run("FOO bar baz"),
+        error("ERR unknown command 'FOO', with args beginning with: 'bar' 'baz' ")
+    );
+    assert_eq!(
+        h.run("FOO"),
+        error("ERR unknown command 'FOO', with args beginning with: ")
+    );
+    assert_eq!(h.run("SELECT 1"), error("ERR DB index is out of range"));
+    assert_eq!(
+        h.run("HELLO 3"),
+        error("NOPROTO unsupported protocol version")
+    );
+    assert_eq!(h.run("PING"), Reply::Simple("PONG".to_string()));
+    assert_eq!(h.run("CLIENT SETNAME me"), Reply::ok());
+    assert_eq!(h.run("CLIENT GETNAME"), bulk("me"));
+    assert_eq!(
+        h.run("CONFIG GET maxclients"),
+        Reply::bulks(["maxclients", "10000"].map(|s| s.as_bytes().to_vec()))
+    );
+    assert_eq!(h.run("CONFIG SET proto-max-bulk-len 2000000"), Reply::ok());
+    assert!(matches!(h.run("INFO"), Reply::Bulk(text) if text.starts_with(b"# Server")));
+}
+
+#[test]
+fn hscan_and_typed_scan() {
+    let mut h = Harness::new();
+    for index in 0..12 {
+        h.run(&format!("HSET h f{index:02} {index}"));
+    }
+    h.run("SET s v");
+    let mut cursor = "0".to_string();
+    let mut fields = Vec::new();
+    loop {
+        let Reply::Array(parts) = h.run(&format!("HSCAN h {cursor} COUNT 5 MATCH f0*")) else {
+            panic!()
+        };
+        let [Reply::Bulk(next), Reply::Array(items)] = parts.as_slice() else {
+            panic!()
+        };
+        fields.extend(items.chunks(2).map(|pair| pair[0].clone()));
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(fields.len(), 10);
+    assert_eq!(
+        h.run("SCAN 0 TYPE hash COUNT 100"),
+        Reply::Array(vec![bulk("0"), Reply::bulks([b"h".to_vec()])])
+    );
+    assert_eq!(h.run("HSCAN s 0"), error(WRONGTYPE));
+    assert_eq!(h.run("SCAN 0 COUNT 0"), error("ERR syntax error"));
+    assert_eq!(
+        h.run("SCAN 77 COUNT 5"),
+        Reply::Array(vec![bulk("0"), Reply::Array(Vec::new())])
+    );
+}

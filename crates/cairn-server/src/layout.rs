@@ -1,0 +1,216 @@
+//! How Redis data maps onto the engine's ordered byte keyspace: key prefixes and the value
+//! envelope.
+//!
+//! Engine keys:
+//! - `m` + user key: the key's record, an envelope (below). Every Redis key has exactly one,
+//!   so `SCAN`, `KEYS`, `DBSIZE` and `RANGE` walk the `m` range.
+//! - `h` + user-key length (u32, big-endian) + user key + field: one hash field's raw value.
+//!   The length prefix keeps one hash's fields contiguous and apart from every other hash
+//!   whose key merely starts with the same bytes, so `HGETALL` is one range scan.
+//! - `\0sync`: a key that is never read; under `--sync always` a synced delete of it makes the
+//!   engine's unsynced read-modify-writes durable (the log is synced in order).
+//!
+//! Envelope (the value under an `m` key): one tag byte, whose low bits are the type (1 string,
+//! 2 hash) and whose bit 0x80 says an expiry follows; then, if so, the expiry as milliseconds
+//! since the Unix epoch (u64, big-endian); then the payload: a string's bytes, or a hash's
+//! field count (u64, big-endian).
+//!
+//! Thread-safety contract: pure functions.
+//!
+//! Invariants:
+//! 1. `decode(encode(kind, expiry, payload))` gives back exactly `kind`, `expiry`, `payload`.
+//! 2. A user key maps to an engine key one byte longer (`m`); a hash field to one
+//!    `5 + key + field` bytes long: the engine's 64 KiB key limit applies to those lengths.
+
+/// The tag bit saying an expiry follows.
+const HAS_EXPIRY: u8 = 0x80;
+/// Engine key that under `--sync always` is deleted with a sync to flush the log.
+pub const SYNC_KEY: &[u8] = b"\0sync";
+/// Prefix of key records.
+pub const META: u8 = b'm';
+/// Prefix of hash fields.
+pub const FIELD: u8 = b'h';
+/// Largest engine key.
+pub const MAX_ENGINE_KEY: usize = 64 * 1024;
+/// Largest envelope (the engine's value limit).
+pub const MAX_ENGINE_VALUE: usize = 256 * 1024 * 1024;
+/// Bytes of the envelope header with an expiry.
+pub const ENVELOPE_HEADER_MAX: usize = 9;
+
+/// The Redis type of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A string (also counters).
+    String,
+    /// A hash.
+    Hash,
+}
+
+impl Kind {
+    /// The name `TYPE` replies.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+        }
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            Kind::String => 1,
+            Kind::Hash => 2,
+        }
+    }
+}
+
+/// A decoded key record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The type.
+    pub kind: Kind,
+    /// Expiry in Unix milliseconds, if any.
+    pub expires_at: Option<u64>,
+    /// The string's bytes or the hash's encoded field count.
+    pub payload: Vec<u8>,
+}
+
+impl Record {
+    /// A string record.
+    pub fn string(payload: Vec<u8>, expires_at: Option<u64>) -> Record {
+        Record {
+            kind: Kind::String,
+            expires_at,
+            payload,
+        }
+    }
+
+    /// A hash record holding `fields` fields.
+    pub fn hash(fields: u64, expires_at: Option<u64>) -> Record {
+        Record {
+            kind: Kind::Hash,
+            expires_at,
+            payload: fields.to_be_bytes().to_vec(),
+        }
+    }
+
+    /// Whether the record is expired at `now_ms`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expires_at.is_some_and(|at| at <= now_ms)
+    }
+
+    /// A hash's field count (0 for anything malformed).
+    pub fn field_count(&self) -> u64 {
+        self.payload
+            .get(..8)
+            .and_then(|bytes| bytes.try_into().ok())
+            .map_or(0, u64::from_be_bytes)
+    }
+
+    /// The envelope bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(ENVELOPE_HEADER_MAX + self.payload.len());
+        match self.expires_at {
+            Some(at) => {
+                out.push(self.kind.tag() | HAS_EXPIRY);
+                out.extend_from_slice(&at.to_be_bytes());
+            }
+            None => out.push(self.kind.tag()),
+        }
+        out.extend_from_slice(&self.payload);
+        #[cfg(feature = "invariants")]
+        assert_eq!(
+            Record::decode(&out).as_ref(),
+            Some(self),
+            "invariant 1: an envelope decodes to the record it encodes"
+        );
+        out
+    }
+
+    /// Parses envelope bytes; `None` if they are not an envelope.
+    pub fn decode(bytes: &[u8]) -> Option<Record> {
+        let (&tag, rest) = bytes.split_first()?;
+        let kind = match tag & !HAS_EXPIRY {
+            1 => Kind::String,
+            2 => Kind::Hash,
+            _ => return None,
+        };
+        let (expires_at, payload) = if tag & HAS_EXPIRY != 0 {
+            let (at, payload) = rest.split_at_checked(8)?;
+            (Some(u64::from_be_bytes(at.try_into().ok()?)), payload)
+        } else {
+            (None, rest)
+        };
+        Some(Record {
+            kind,
+            expires_at,
+            payload: payload.to_vec(),
+        })
+    }
+}
+
+/// The engine key of a user key's record.
+pub fn meta_key(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + key.len());
+    out.push(META);
+    out.extend_from_slice(key);
+    out
+}
+
+/// The common prefix of every field key of hash `key`.
+pub fn field_prefix(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + key.len());
+    out.push(FIELD);
+    // Keys are at most 64 KiB, so the length always fits.
+    out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+/// The engine key of field `field` of hash `key`.
+pub fn field_key(key: &[u8], field: &[u8]) -> Vec<u8> {
+    let mut out = field_prefix(key);
+    out.extend_from_slice(field);
+    out
+}
+
+/// The smallest byte string greater than every string starting with `prefix` (`None`: no
+/// such bound, the prefix is all `0xff`).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_round_trips() {
+        for record in [
+            Record::string(b"v".to_vec(), None),
+            Record::string(Vec::new(), Some(1_700_000_000_000)),
+            Record::hash(3, Some(7)),
+            Record::hash(0, None),
+        ] {
+            assert_eq!(Record::decode(&record.encode()), Some(record));
+        }
+        assert_eq!(Record::decode(b""), None);
+        assert_eq!(Record::decode(b"\x09"), None);
+        assert_eq!(Record::decode(b"\x81\x00"), None);
+    }
+
+    #[test]
+    fn field_keys_of_prefix_keys_do_not_interleave() {
+        let end = prefix_end(&field_prefix(b"a")).unwrap();
+        assert!(field_key(b"ab", b"") >= end);
+        assert!(field_key(b"a", b"\xff\xff") < end);
+        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff"), None);
+    }
+}

@@ -1,0 +1,329 @@
+//! The RESP2 request parser: multibulk (`*N\r\n$len\r\n...`) and inline (`PING\r\n`) requests.
+//!
+//! Thread-safety contract: stateless; `parse` reads a borrowed buffer and may be called from
+//! any thread.
+//!
+//! Invariants:
+//! 1. `parse` returns `Ok(None)` while the buffer holds only a prefix of a request, and never
+//!    reads beyond the request it reports (pipelined requests stay in the buffer).
+//! 2. Every error carries Redis's own text (`Protocol error: ...`, from its
+//!    `tests/unit/protocol.tcl`), and the caller closes the connection after replying it.
+//! 3. A header line (inline request, `*N`, `$len`) longer than [`Limits::max_inline_bytes`]
+//!    without its newline is an error, so a client cannot grow the buffer without bound by
+//!    never sending a newline; a bulk longer than [`Limits::max_bulk_bytes`] is refused from
+//!    its header alone, before its bytes arrive.
+
+/// Size limits the parser enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest bulk string (Redis's `proto-max-bulk-len`, 512 MiB by default).
+    pub max_bulk_bytes: u64,
+    /// Longest inline request or header line (Redis's `PROTO_INLINE_MAX_SIZE`, 64 KiB).
+    pub max_inline_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk_bytes: 512 * 1024 * 1024,
+            max_inline_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// One parsed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// A command and its arguments (never empty).
+    Command(Vec<Vec<u8>>),
+    /// A request that asks for nothing (`*0`, `*-10`, an empty inline line): no reply.
+    Nothing,
+}
+
+/// A malformed request; the connection replies `-ERR <message>` and closes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl ProtocolError {
+    fn new(message: impl Into<String>) -> Self {
+        ProtocolError(format!("Protocol error: {}", message.into()))
+    }
+}
+
+/// Parses the first request in `buffer`: `Ok(Some((request, consumed_bytes)))`, `Ok(None)`
+/// when more bytes are needed, or the protocol error to reply before closing.
+pub fn parse(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)>, ProtocolError> {
+    match buffer.first() {
+        None => Ok(None),
+        Some(b'*') => parse_multibulk(buffer, limits),
+        Some(_) => parse_inline(buffer, limits),
+    }
+}
+
+/// The line starting at `start` (without its `\r\n`) and the offset after it.
+fn line_at(buffer: &[u8], start: usize) -> Option<(&[u8], usize)> {
+    let rest = buffer.get(start..)?;
+    let position = rest.windows(2).position(|pair| pair == b"\r\n")?;
+    Some((rest.get(..position)?, start + position + 2))
+}
+
+/// Redis's `string2ll`: an optional `-` and decimal digits, nothing else, no overflow.
+fn parse_integer(text: &[u8]) -> Option<i64> {
+    std::str::from_utf8(text)
+        .ok()?
+        .parse::<i64>()
+        .ok()
+        .filter(|_| {
+            // Rust accepts a leading '+', Redis does not.
+            text.first() != Some(&b'+')
+        })
+}
+
+fn parse_multibulk(
+    buffer: &[u8],
+    limits: &Limits,
+) -> Result<Option<(Parsed, usize)>, ProtocolError> {
+    let Some((header, mut offset)) = line_at(buffer, 0) else {
+        if buffer.len() > limits.max_inline_bytes {
+            return Err(ProtocolError::new("too big mbulk count string"));
+        }
+        return Ok(None);
+    };
+    let count = parse_integer(header.get(1..).unwrap_or_default())
+        .filter(|count| *count <= i64::from(i32::MAX))
+        .ok_or_else(|| ProtocolError::new("invalid multibulk length"))?;
+    if count <= 0 {
+        return Ok(Some((Parsed::Nothing, offset)));
+    }
+    // The count is only a claim: reserve for what the buffer can actually hold.
+    let mut arguments = Vec::with_capacity((count as usize).min(1024));
+    for _ in 0..count {
+        let Some(&first) = buffer.get(offset) else {
+            return Ok(None);
+        };
+        if first != b'$' {
+            return Err(ProtocolError::new(format!(
+                "expected '$', got '{}'",
+                char::from(first)
+            )));
+        }
+        let Some((header, body_start)) = line_at(buffer, offset) else {
+            if buffer.len() - offset > limits.max_inline_bytes {
+                return Err(ProtocolError::new("too big bulk count string"));
+            }
+            return Ok(None);
+        };
+        let length = parse_integer(header.get(1..).unwrap_or_default())
+            .and_then(|length| u64::try_from(length).ok())
+            .filter(|length| *length <= limits.max_bulk_bytes)
+            .ok_or_else(|| ProtocolError::new("invalid bulk length"))?;
+        let length =
+            usize::try_from(length).map_err(|_| ProtocolError::new("invalid bulk length"))?;
+        let body_end = body_start + length;
+        // Like Redis, the two bytes after the body are skipped, not checked.
+        if buffer.len() < body_end + 2 {
+            return Ok(None);
+        }
+        // Copied only once the request is complete: a request still arriving is re-parsed
+        // on every read, and copying each time would make a large one quadratic.
+        arguments.push(body_start..body_end);
+        offset = body_end + 2;
+    }
+    let arguments = arguments
+        .into_iter()
+        .map(|range| buffer.get(range).unwrap_or_default().to_vec())
+        .collect();
+    Ok(Some((Parsed::Command(arguments), offset)))
+}
+
+fn parse_inline(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)>, ProtocolError> {
+    let Some(newline) = buffer.iter().position(|byte| *byte == b'\n') else {
+        if buffer.len() > limits.max_inline_bytes {
+            return Err(ProtocolError::new("too big inline request"));
+        }
+        return Ok(None);
+    };
+    let mut line = buffer.get(..newline).unwrap_or_default();
+    if let Some(stripped) = line.strip_suffix(b"\r") {
+        line = stripped;
+    }
+    let arguments =
+        split_arguments(line).ok_or_else(|| ProtocolError::new("unbalanced quotes in request"))?;
+    let parsed = if arguments.is_empty() {
+        Parsed::Nothing
+    } else {
+        Parsed::Command(arguments)
+    };
+    Ok(Some((parsed, newline + 1)))
+}
+
+/// Redis's `sdssplitargs`: words separated by blanks, `"..."` with C escapes (`\n`, `\xHH`,
+/// ...) and `'...'` with only `\'`; a closing quote must end the word. `None`: unbalanced.
+pub fn split_arguments(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut arguments = Vec::new();
+    let mut position = 0;
+    loop {
+        while line.get(position).is_some_and(u8::is_ascii_whitespace) {
+            position += 1;
+        }
+        if position >= line.len() {
+            return Some(arguments);
+        }
+        let (word, next) = split_word(line, position)?;
+        arguments.push(word);
+        position = next;
+    }
+}
+
+/// One word starting at `start`; returns it and the offset after it.
+fn split_word(line: &[u8], start: usize) -> Option<(Vec<u8>, usize)> {
+    let mut word = Vec::new();
+    let mut position = start;
+    let mut quote: Option<u8> = None;
+    loop {
+        let Some(&byte) = line.get(position) else {
+            // End of line inside quotes is unbalanced; outside, it ends the word.
+            return if quote.is_some() {
+                None
+            } else {
+                Some((word, position))
+            };
+        };
+        match quote {
+            None if byte.is_ascii_whitespace() => return Some((word, position)),
+            None if byte == b'"' || byte == b'\'' => quote = Some(byte),
+            None => word.push(byte),
+            Some(closing) if byte == closing => {
+                // The closing quote must be followed by a blank or the end of the line.
+                let after = line.get(position + 1);
+                if after.is_some_and(|next| !next.is_ascii_whitespace()) {
+                    return None;
+                }
+                return Some((word, position + 1));
+            }
+            Some(b'"') if byte == b'\\' => {
+                let (decoded, used) = unescape(line.get(position + 1..)?)?;
+                word.push(decoded);
+                position += used;
+            }
+            Some(b'\'') if byte == b'\\' && line.get(position + 1) == Some(&b'\'') => {
+                word.push(b'\'');
+                position += 1;
+            }
+            Some(_) => word.push(byte),
+        }
+        position += 1;
+    }
+}
+
+/// Decodes the escape after a backslash in double quotes: the byte and how many bytes it took.
+fn unescape(rest: &[u8]) -> Option<(u8, usize)> {
+    let hex = |byte: u8| char::from(byte).to_digit(16);
+    let first = *rest.first()?;
+    if first == b'x' {
+        if let (Some(high), Some(low)) = (
+            rest.get(1).copied().and_then(hex),
+            rest.get(2).copied().and_then(hex),
+        ) {
+            return Some(((high * 16 + low) as u8, 3));
+        }
+    }
+    let decoded = match first {
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        b'b' => 8,
+        b'a' => 7,
+        other => other,
+    };
+    Some((decoded, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8]) -> Result<Option<(Parsed, usize)>, ProtocolError> {
+        parse(input, &Limits::default())
+    }
+
+    fn command(words: &[&[u8]]) -> Parsed {
+        Parsed::Command(words.iter().map(|word| word.to_vec()).collect())
+    }
+
+    #[test]
+    fn multibulk_and_pipelining() {
+        let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n";
+        let (first, used) = parse_all(input).unwrap().unwrap();
+        assert_eq!(first, command(&[b"GET", b"k"]));
+        let (second, rest) = parse_all(&input[used..]).unwrap().unwrap();
+        assert_eq!(second, command(&[b"PING"]));
+        assert_eq!(used + rest, input.len());
+    }
+
+    #[test]
+    fn partial_requests_wait() {
+        let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        for end in 0..input.len() {
+            assert_eq!(parse_all(&input[..end]), Ok(None), "prefix of {end} bytes");
+        }
+    }
+
+    #[test]
+    fn binary_bulk_round_trips() {
+        let input = b"*1\r\n$4\r\n\x00\r\n\xff\r\n";
+        let (parsed, _) = parse_all(input).unwrap().unwrap();
+        assert_eq!(parsed, command(&[b"\x00\r\n\xff"]));
+    }
+
+    #[test]
+    fn redis_protocol_errors() {
+        let error = |text: &str| Err(ProtocolError(format!("Protocol error: {text}")));
+        assert_eq!(
+            parse_all(b"*1\r\n$blabla\r\n"),
+            error("invalid bulk length")
+        );
+        assert_eq!(
+            parse_all(b"*3000000000\r\n"),
+            error("invalid multibulk length")
+        );
+        assert_eq!(parse_all(b"*1\r\n$-10\r\n"), error("invalid bulk length"));
+        assert_eq!(parse_all(b"*1\r\nfoo\r\n"), error("expected '$', got 'f'"));
+        assert_eq!(parse_all(b"*x\r\n"), error("invalid multibulk length"));
+        assert_eq!(
+            parse_all(b"set \"a\r\n"),
+            error("unbalanced quotes in request")
+        );
+        assert_eq!(
+            parse_all(b"set \"a\"b c\r\n"),
+            error("unbalanced quotes in request")
+        );
+        let limits = Limits {
+            max_bulk_bytes: 10,
+            max_inline_bytes: 64,
+        };
+        assert_eq!(
+            parse(b"*1\r\n$11\r\n", &limits),
+            error("invalid bulk length")
+        );
+        assert_eq!(parse(&[b'a'; 65], &limits), error("too big inline request"));
+        assert_eq!(
+            parse(&[b'*'; 65], &limits),
+            error("too big mbulk count string")
+        );
+    }
+
+    #[test]
+    fn negative_multibulk_is_ignored() {
+        assert_eq!(parse_all(b"*-10\r\n"), Ok(Some((Parsed::Nothing, 6))));
+        assert_eq!(parse_all(b"\r\n"), Ok(Some((Parsed::Nothing, 2))));
+    }
+
+    #[test]
+    fn inline_quoting() {
+        let (parsed, _) = parse_all(b"set 'it\\'s' \"a\\x41\\n\"  \r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(parsed, command(&[b"set", b"it's", b"aA\n"]));
+    }
+}

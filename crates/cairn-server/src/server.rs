@@ -1,0 +1,256 @@
+//! The TCP server: configuration, opening the engine, the accept loop, one task per
+//! connection (read, parse, run, reply, with pipelining), limits, and shutdown.
+//!
+//! Thread-safety contract: a multi-threaded tokio runtime; each connection is one task that
+//! owns its buffers and `Session`; everything shared lives in the `Context` (an `Arc`).
+//! Command handlers run inline on the connection's task: engine calls are short (a memtable
+//! insert, a cached read), except an fsync under `--sync always`, which holds that worker.
+//!
+//! Invariants:
+//! 1. Replies go out in request order: a connection parses and runs every complete request in
+//!    its buffer, appending replies to one output buffer, and writes that buffer before it
+//!    reads again (pipelining without reordering).
+//! 2. A protocol error is answered with Redis's text and the connection closed; bytes after
+//!    it are never run.
+//! 3. A connection never buffers more than `client-query-buffer-limit` bytes of unfinished
+//!    requests, and a single bulk larger than `proto-max-bulk-len` is refused from its header.
+//! 4. Shutdown (SIGTERM, SIGINT or SHUTDOWN) stops accepting, lets every connection finish
+//!    the requests it already read, then closes the store before `run` returns.
+
+use crate::commands;
+use crate::context::{Context, Session};
+use crate::expiry;
+use crate::resp::{self, Limits, Parsed, Reply};
+use crate::store::{DbStore, MemStoreStore, SharedStore};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+
+/// Which engine serves the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The LSM tree (`cairn::Db`): persistent.
+    Db,
+    /// The in-memory log-structured store (`cairn::MemStore`): lost at exit.
+    MemStore,
+}
+
+/// Server configuration (the command line).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The engine.
+    pub engine: Engine,
+    /// The database directory (`db` engine).
+    pub dir: PathBuf,
+    /// TCP port (0: any free port, printed at start).
+    pub port: u16,
+    /// Address to bind.
+    pub bind: String,
+    /// fsync the log before acknowledging each write.
+    pub sync: bool,
+    /// Log capacity of the `memstore` engine.
+    pub memstore_bytes: usize,
+}
+
+/// Opens the configured engine.
+pub fn open_store(config: &Config) -> Result<SharedStore, String> {
+    match config.engine {
+        Engine::Db => {
+            let db = cairn::Db::open(&config.dir, cairn::Options::default())
+                .map_err(|error| format!("cannot open {}: {error}", config.dir.display()))?;
+            Ok(Arc::new(DbStore::new(db, config.sync)))
+        }
+        Engine::MemStore => {
+            let options = cairn::MemStoreOptions {
+                capacity_bytes: config.memstore_bytes,
+                ..cairn::MemStoreOptions::default()
+            };
+            let store = cairn::MemStore::new(options)
+                .map_err(|error| format!("cannot create the memstore: {error}"))?;
+            Ok(Arc::new(MemStoreStore::new(store)))
+        }
+    }
+}
+
+/// Runs the server until shutdown; returns after the store is closed.
+pub fn run(config: Config) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start the runtime: {error}"))?;
+    let store = open_store(&config)?;
+    let served = runtime.block_on(async {
+        let listener = TcpListener::bind((config.bind.as_str(), config.port))
+            .await
+            .map_err(|error| {
+                format!("cannot listen on {}:{}: {error}", config.bind, config.port)
+            })?;
+        let port = listener
+            .local_addr()
+            .map_err(|error| error.to_string())?
+            .port();
+        println!(
+            "cairn-server ready: engine {:?}, port {port}",
+            config.engine
+        );
+        let context = Arc::new(Context::new(Arc::clone(&store), port));
+        serve(listener, context).await;
+        Ok::<(), String>(())
+    });
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    let closed = store
+        .close()
+        .map_err(|error| format!("closing the store: {error}"));
+    served.and(closed)
+}
+
+/// Accepts connections until SIGTERM, SIGINT or SHUTDOWN.
+pub async fn serve(listener: TcpListener, context: Arc<Context>) {
+    let (stop_sender, stop) = watch::channel(false);
+    let wake = Arc::new(Notify::new());
+    let sampler = tokio::spawn(expiry::run_sampler(Arc::clone(&context)));
+    let mut connections = tokio::task::JoinSet::new();
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    loop {
+        let terminated = async {
+            match terminate.as_mut() {
+                Some(signal) => signal.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let task = connection(stream, Arc::clone(&context), stop.clone(), Arc::clone(&wake));
+                connections.spawn(task);
+            }
+            _ = wake.notified() => break,
+            _ = terminated => break,
+            _ = tokio::signal::ctrl_c() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    context.shutting_down.store(true, Ordering::Release);
+    let _ = stop_sender.send(true);
+    drop(listener);
+    let drained = tokio::time::timeout(Duration::from_secs(5), async {
+        while connections.join_next().await.is_some() {}
+    });
+    if drained.await.is_err() {
+        connections.abort_all();
+    }
+    sampler.abort();
+}
+
+/// Serves one client.
+async fn connection(
+    mut stream: TcpStream,
+    context: Arc<Context>,
+    mut stop: watch::Receiver<bool>,
+    wake: Arc<Notify>,
+) {
+    let max_clients = context.config.max_clients.load(Ordering::Relaxed);
+    if context.clients.fetch_add(1, Ordering::AcqRel) >= max_clients {
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        context.clients.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let mut session = Session {
+        id: context.next_client_id.fetch_add(1, Ordering::Relaxed),
+        ..Session::default()
+    };
+    serve_client(&mut stream, &context, &mut session, &mut stop).await;
+    let _ = stream.shutdown().await;
+    context.clients.fetch_sub(1, Ordering::AcqRel);
+    if session.shutdown {
+        wake.notify_one();
+    }
+}
+
+/// What the connection does after running the buffered requests.
+enum Next {
+    Read,
+    Close,
+}
+
+/// Runs every complete request in `input`, appending replies to `output`; drains what it ran.
+fn run_requests(
+    input: &mut Vec<u8>,
+    output: &mut Vec<u8>,
+    context: &Context,
+    session: &mut Session,
+) -> Next {
+    let limits = Limits {
+        max_bulk_bytes: context.config.proto_max_bulk_len.load(Ordering::Relaxed),
+        ..Limits::default()
+    };
+    let mut consumed = 0;
+    let next = loop {
+        match resp::parse(input.get(consumed..).unwrap_or_default(), &limits) {
+            Ok(None) => break Next::Read,
+            Ok(Some((parsed, used))) => {
+                consumed += used;
+                let Parsed::Command(args) = parsed else {
+                    continue;
+                };
+                let reply = commands::dispatch(context, session, &args);
+                if session.shutdown {
+                    // Redis closes without a reply when SHUTDOWN succeeds.
+                    break Next::Close;
+                }
+                reply.encode(output);
+                if session.close {
+                    break Next::Close;
+                }
+            }
+            Err(error) => {
+                Reply::Error(format!("ERR {}", error.0)).encode(output);
+                break Next::Close;
+            }
+        }
+    };
+    input.drain(..consumed);
+    next
+}
+
+async fn serve_client(
+    stream: &mut TcpStream,
+    context: &Context,
+    session: &mut Session,
+    stop: &mut watch::Receiver<bool>,
+) {
+    let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
+    loop {
+        let next = run_requests(&mut input, &mut output, context, session);
+        if !output.is_empty() {
+            if stream.write_all(&output).await.is_err() {
+                return;
+            }
+            output.clear();
+        }
+        if matches!(next, Next::Close) || *stop.borrow() {
+            return;
+        }
+        if input.len() > context.config.query_buffer_limit.load(Ordering::Relaxed) {
+            // Redis closes such a client (and logs it); there is no reply.
+            return;
+        }
+        input.reserve(16 * 1024);
+        tokio::select! {
+            read = stream.read_buf(&mut input) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}

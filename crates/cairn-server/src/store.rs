@@ -1,0 +1,476 @@
+//! The `Store` trait the commands are written against, and its three implementations:
+//! [`DbStore`] (the LSM engine, `cairn::Db`), [`MemStoreStore`] (`cairn::MemStore`) and
+//! [`ModelStore`] (a `BTreeMap` the unit tests use).
+//!
+//! Thread-safety contract: every store is `Send + Sync` and every method takes `&self`.
+//! Single-key operations (`get`, `update`) are atomic per key in every store. `write` is
+//! atomic (all or nothing, for every reader) in `DbStore` and `ModelStore`; `MemStore` has no
+//! batches, so `MemStoreStore` applies a batch's operations one by one and a concurrent reader
+//! may see part of it (the server's key locks still keep writers of the same keys out).
+//!
+//! Invariants:
+//! 1. `MemStoreStore`'s ordered key index holds exactly the keys the `MemStore` holds once
+//!    every write in progress has returned: each write updates the index after the engine,
+//!    and writers of one key are serialized by the server's key locks.
+//! 2. `update`'s decision function may run several times (the engine retries it); only its
+//!    last run takes effect, so callers keep their outcome in variables each run overwrites.
+//! 3. Under `--sync always` every write is durable before it returns (see `DbStore::sync`).
+
+use crate::layout::SYNC_KEY;
+use cairn::{Db, MemStore, Update, WriteBatch, WriteOptions};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// One operation of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Set a key.
+    Put(Vec<u8>, Vec<u8>),
+    /// Remove a key.
+    Delete(Vec<u8>),
+}
+
+/// The decision function of [`Store::update`].
+pub type Decide<'a> = &'a mut dyn FnMut(Option<&[u8]>) -> Update;
+
+/// Key-value pairs returned by a scan.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The engine operations the commands need.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// The value of `key`.
+    fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>>;
+    /// Applies `ops` (atomically where the engine can; see the module doc).
+    fn write(&self, ops: Vec<Op>) -> cairn::Result<()>;
+    /// Atomic read-modify-write of one key.
+    fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()>;
+    /// Up to `limit` pairs in `[lower, upper)`, ascending (or descending with `reverse`).
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs>;
+    /// `name:value` lines for INFO's engine section.
+    fn info(&self) -> Vec<(String, String)>;
+    /// `db` or `memstore` (or `model`).
+    fn engine_name(&self) -> &'static str;
+    /// Flushes what the engine buffers; called at shutdown.
+    fn close(&self) -> cairn::Result<()>;
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The LSM engine.
+#[derive(Debug)]
+pub struct DbStore {
+    db: Db,
+    sync: bool,
+}
+
+impl DbStore {
+    /// Wraps an open database; `sync` makes every write durable before it returns.
+    pub fn new(db: Db, sync: bool) -> Self {
+        DbStore { db, sync }
+    }
+
+    fn options(&self) -> WriteOptions {
+        WriteOptions { sync: self.sync }
+    }
+
+    /// The engine's read-modify-write takes no write options; a synced write after it syncs
+    /// the log, and with it every earlier record.
+    fn sync_log(&self) -> cairn::Result<()> {
+        if self.sync {
+            self.db
+                .write(&self.options(), WriteBatch::single_delete(SYNC_KEY))?;
+        }
+        Ok(())
+    }
+}
+
+impl Store for DbStore {
+    fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>> {
+        self.db.get(key)
+    }
+
+    fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
+        let mut batch = WriteBatch::new();
+        for op in &ops {
+            match op {
+                Op::Put(key, value) => batch.put(key, value),
+                Op::Delete(key) => batch.delete(key),
+            };
+        }
+        self.db.write(&self.options(), batch)
+    }
+
+    fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()> {
+        let (_, sequence) = self.db.read_modify_write(key, decide)?;
+        if sequence.is_some() {
+            self.sync_log()?;
+        }
+        Ok(())
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        let iterator = if reverse {
+            self.db.range_rev(lower, upper)?
+        } else {
+            self.db.range(lower, upper)?
+        };
+        iterator.take(limit).collect()
+    }
+
+    fn info(&self) -> Vec<(String, String)> {
+        let stats = self.db.stats();
+        let mut lines = vec![
+            ("last_sequence".to_string(), stats.last_sequence.to_string()),
+            (
+                "memtable_bytes".to_string(),
+                stats.memtable_bytes.to_string(),
+            ),
+            (
+                "memtable_entries".to_string(),
+                stats.memtable_entries.to_string(),
+            ),
+            (
+                "immutable_memtables".to_string(),
+                stats.immutable_memtables.to_string(),
+            ),
+            ("snapshots".to_string(), stats.snapshots.to_string()),
+            (
+                "block_cache_bytes".to_string(),
+                stats.block_cache_bytes.to_string(),
+            ),
+            (
+                "block_cache_hits".to_string(),
+                stats.block_cache_hits.to_string(),
+            ),
+            (
+                "block_cache_misses".to_string(),
+                stats.block_cache_misses.to_string(),
+            ),
+        ];
+        lines.extend(
+            stats
+                .counters
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string())),
+        );
+        lines
+    }
+
+    fn engine_name(&self) -> &'static str {
+        "db"
+    }
+
+    fn close(&self) -> cairn::Result<()> {
+        // With the WAL on, every acknowledged write is already in the log; flushing makes the
+        // next start skip replaying it. `Db`'s drop stops the background threads.
+        self.db.flush()
+    }
+}
+
+/// The in-memory log-structured store, plus an ordered index of its keys (a `MemStore` is a
+/// hash table and has no order) so that scans work on it too.
+#[derive(Debug)]
+pub struct MemStoreStore {
+    store: MemStore,
+    keys: Mutex<BTreeSet<Vec<u8>>>,
+}
+
+impl MemStoreStore {
+    /// Invariant 1 for `key` (the caller's write to it has returned; the server holds its lock).
+    #[cfg(feature = "invariants")]
+    fn check_indexed(&self, key: &[u8]) {
+        let stored = matches!(self.store.get(key), Ok(Some(_)));
+        let indexed = lock(&self.keys).contains(key);
+        assert_eq!(
+            stored, indexed,
+            "invariant 1: the key index matches the MemStore for {key:?}"
+        );
+    }
+
+    /// Wraps a store.
+    pub fn new(store: MemStore) -> Self {
+        MemStoreStore {
+            store,
+            keys: Mutex::new(BTreeSet::new()),
+        }
+    }
+}
+
+impl Store for MemStoreStore {
+    fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>> {
+        self.store.get(key)
+    }
+
+    fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
+        for op in ops {
+            match op {
+                Op::Put(key, value) => {
+                    self.store.put(&key, &value)?;
+                    lock(&self.keys).insert(key.clone());
+                    #[cfg(feature = "invariants")]
+                    self.check_indexed(&key);
+                }
+                Op::Delete(key) => {
+                    self.store.delete(&key)?;
+                    lock(&self.keys).remove(&key);
+                    #[cfg(feature = "invariants")]
+                    self.check_indexed(&key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()> {
+        let mut exists = false;
+        self.store.update(key, |current| {
+            let next = match decide(current) {
+                Update::Keep => current.map(<[u8]>::to_vec),
+                Update::Put(value) => Some(value),
+                Update::Delete => None,
+            };
+            exists = next.is_some();
+            next
+        })?;
+        let mut keys = lock(&self.keys);
+        if exists {
+            keys.insert(key.to_vec());
+        } else {
+            keys.remove(key);
+        }
+        drop(keys);
+        #[cfg(feature = "invariants")]
+        self.check_indexed(key);
+        Ok(())
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        let mut pairs = Vec::new();
+        // Keys are collected in chunks so the index lock is not held across engine reads.
+        let mut cursor: Bound<Vec<u8>> = if reverse {
+            upper.map(<[u8]>::to_vec)
+        } else {
+            lower.map(<[u8]>::to_vec)
+        };
+        while pairs.len() < limit {
+            let chunk = self.index_chunk(&cursor, lower, upper, reverse, 256);
+            let Some(last) = chunk.last() else { break };
+            cursor = Bound::Excluded(last.clone());
+            for key in chunk {
+                if pairs.len() >= limit {
+                    break;
+                }
+                // A key deleted since the index was read is skipped.
+                if let Some(value) = self.store.get(&key)? {
+                    pairs.push((key, value));
+                }
+            }
+        }
+        Ok(pairs)
+    }
+
+    fn info(&self) -> Vec<(String, String)> {
+        let stats = self.store.stats();
+        vec![
+            (
+                "capacity_bytes".to_string(),
+                stats.capacity_bytes.to_string(),
+            ),
+            ("live_bytes".to_string(), stats.live_bytes.to_string()),
+            ("used_bytes".to_string(), stats.used_bytes.to_string()),
+            ("index_entries".to_string(), stats.index_entries.to_string()),
+            ("compactions".to_string(), stats.compactions.to_string()),
+            ("full_errors".to_string(), stats.full_errors.to_string()),
+        ]
+    }
+
+    fn engine_name(&self) -> &'static str {
+        "memstore"
+    }
+
+    fn close(&self) -> cairn::Result<()> {
+        Ok(())
+    }
+}
+
+impl MemStoreStore {
+    /// Up to `count` index keys after `cursor` (in scan direction) within the bounds.
+    fn index_chunk(
+        &self,
+        cursor: &Bound<Vec<u8>>,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        count: usize,
+    ) -> Vec<Vec<u8>> {
+        let keys = lock(&self.keys);
+        let cursor = cursor.as_ref().map(Vec::as_slice);
+        let (from, to) = if reverse {
+            (lower, cursor)
+        } else {
+            (cursor, upper)
+        };
+        if !bounds_ordered(from, to) {
+            return Vec::new();
+        }
+        let range = keys.range::<[u8], _>((from, to));
+        if reverse {
+            range.rev().take(count).cloned().collect()
+        } else {
+            range.take(count).cloned().collect()
+        }
+    }
+}
+
+/// False when `BTreeMap::range` would panic (start after end, or equal and excluded).
+fn bounds_ordered(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(low), Bound::Included(high)) => low <= high,
+        (Bound::Included(low) | Bound::Excluded(low), Bound::Excluded(high))
+        | (Bound::Excluded(low), Bound::Included(high)) => low < high,
+        _ => true,
+    }
+}
+
+/// The in-memory model the command unit tests run against.
+#[derive(Debug, Default)]
+pub struct ModelStore {
+    map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl Store for ModelStore {
+    fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>> {
+        Ok(lock(&self.map).get(key).cloned())
+    }
+
+    fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
+        let mut map = lock(&self.map);
+        for op in ops {
+            match op {
+                Op::Put(key, value) => map.insert(key, value),
+                Op::Delete(key) => map.remove(&key),
+            };
+        }
+        Ok(())
+    }
+
+    fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()> {
+        let mut map = lock(&self.map);
+        match decide(map.get(key).map(Vec::as_slice)) {
+            Update::Keep => {}
+            Update::Put(value) => {
+                map.insert(key.to_vec(), value);
+            }
+            Update::Delete => {
+                map.remove(key);
+            }
+        }
+        Ok(())
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        let map = lock(&self.map);
+        if !bounds_ordered(lower, upper) {
+            return Ok(Vec::new());
+        }
+        let range = map.range::<[u8], _>((lower, upper));
+        let clone = |(key, value): (&Vec<u8>, &Vec<u8>)| (key.clone(), value.clone());
+        Ok(if reverse {
+            range.rev().take(limit).map(clone).collect()
+        } else {
+            range.take(limit).map(clone).collect()
+        })
+    }
+
+    fn info(&self) -> Vec<(String, String)> {
+        vec![("keys".to_string(), lock(&self.map).len().to_string())]
+    }
+
+    fn engine_name(&self) -> &'static str {
+        "model"
+    }
+
+    fn close(&self) -> cairn::Result<()> {
+        Ok(())
+    }
+}
+
+/// A shared store handle.
+pub type SharedStore = Arc<dyn Store>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exercise(store: &dyn Store) {
+        store
+            .write(vec![
+                Op::Put(b"a".to_vec(), b"1".to_vec()),
+                Op::Put(b"b".to_vec(), b"2".to_vec()),
+                Op::Put(b"c".to_vec(), b"3".to_vec()),
+            ])
+            .unwrap();
+        store
+            .update(b"b", &mut |current| {
+                assert_eq!(current, Some(&b"2"[..]));
+                Update::Delete
+            })
+            .unwrap();
+        let all = store
+            .scan(Bound::Unbounded, Bound::Unbounded, 10, false)
+            .unwrap();
+        assert_eq!(all.len(), 2);
+        let reversed = store
+            .scan(Bound::Unbounded, Bound::Excluded(b"c"), 10, true)
+            .unwrap();
+        assert_eq!(reversed, vec![(b"a".to_vec(), b"1".to_vec())]);
+        let empty = store
+            .scan(Bound::Included(b"z"), Bound::Excluded(b"a"), 10, false)
+            .unwrap();
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn every_store_behaves_alike() {
+        exercise(&ModelStore::default());
+        let memstore = MemStore::new(cairn::MemStoreOptions {
+            capacity_bytes: 64 << 20,
+            heads: 1,
+            segment_bytes: 1 << 20,
+            ..cairn::MemStoreOptions::default()
+        })
+        .unwrap();
+        exercise(&MemStoreStore::new(memstore));
+        let db = Db::open("/db", cairn::Options::in_memory()).unwrap();
+        exercise(&DbStore::new(db, false));
+    }
+}
