@@ -52,7 +52,7 @@ use crate::sstable::{BloomFilter, BloomFilterBuilder};
 use crate::stats::{Counters, LevelStats, Stats};
 use crate::table_cache::{LevelIterator, TableCache};
 use crate::version::{Version, VersionEdit, VersionSet};
-use crate::wal::read_log;
+use crate::wal::{read_log, read_log_limited};
 use crate::wal_writer::{Log, Reserve, SEGMENT_BYTES_DEFAULT};
 use arc_swap::ArcSwap;
 use std::collections::HashSet;
@@ -749,7 +749,8 @@ fn recover_wals(
     let mut expected_next: Option<SequenceNumber> = None;
     'wals: for (index, &number) in wal_numbers.iter().enumerate() {
         let path = filename::wal_path(directory, number);
-        let contents = read_log(file_system, &path)?;
+        let contents =
+            read_log_limited(file_system, &path, options.wal_record_payload_bytes_max())?;
         for (record_index, (offset, payload)) in contents.records().enumerate() {
             let batch = DecodedBatch::decode(payload)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
@@ -1010,6 +1011,11 @@ impl DbInner {
     /// `reservation.component()` and then call `finish_write` (always, even on failure: the
     /// watermark waits for every reserved sequence, and so does the flush of the component).
     fn reserve(&self, count: u64, payload_bytes: usize) -> Result<Reservation> {
+        // Every write path comes through here: refuse a record recovery could not replay.
+        crate::batch::check_batch_bytes(
+            payload_bytes,
+            self.options.wal_record_payload_bytes_max(),
+        )?;
         let mut delayed = false;
         loop {
             self.check_writable()?;
