@@ -37,6 +37,9 @@
 //!    synced again before its successor's first sync, even if every record was synced: until
 //!    the shorter length is durable, a power loss can bring the zero tail back, and recovery
 //!    would read it as a torn tail and ignore every newer log.
+//! 6. The writer whose reservation did not fit, and which therefore sealed the segment,
+//!    holds the first reservation of the successor it installs: a record larger than the
+//!    segment size cannot be starved by small reservations landing in its successor first.
 
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
@@ -391,20 +394,16 @@ impl Log {
                     }
                 }
                 Err(()) => {
-                    // This call filled and sealed the segment: start its successor.
-                    let end_sequence = segment
-                        .sealed_end
-                        .get()
-                        .map(|&(_, end)| end)
-                        .unwrap_or(segment.base_sequence);
-                    let capacity = if self.has_file {
-                        self.segment_bytes.max(bytes)
-                    } else {
-                        0
+                    // This call filled and sealed the segment: start its successor, with
+                    // this record already in it.
+                    let (segment, sequence) = self.roll_over(&segment, count, bytes);
+                    #[cfg(all(test, not(loom)))]
+                    tests::after_roll_over();
+                    return Reserve::Reserved {
+                        segment,
+                        sequence,
+                        offset: 0,
                     };
-                    let successor = Arc::new(Segment::new(end_sequence, capacity));
-                    let _ = segment.next.set(Arc::clone(&successor));
-                    self.current.store(successor);
                 }
                 Ok(None) => {
                     // Sealed for good by a memtable switch, or full and sealed by another
@@ -416,6 +415,48 @@ impl Log {
                 }
             }
         }
+    }
+
+    /// Installs the successor of `full`, which this thread sealed, holding this thread's
+    /// reservation of `count` sequences and `bytes` bytes at its start (invariant 6).
+    fn roll_over(
+        &self,
+        full: &Segment,
+        count: u64,
+        bytes: usize,
+    ) -> (arc_swap::Guard<Arc<Segment>>, u64) {
+        let end_sequence = full
+            .sealed_end
+            .get()
+            .map(|&(_, end)| end)
+            .unwrap_or(full.base_sequence);
+        let capacity = if self.has_file {
+            self.segment_bytes.max(bytes)
+        } else {
+            0
+        };
+        let successor = Arc::new(Segment::new(end_sequence, capacity));
+        if cfg!(feature = "invariants") {
+            // Invariants 2 and 6: the successor continues the sealed segment's sequences and
+            // holds the record that did not fit.
+            let sealed_end = full.sealed_end.get().map(|&(_, end)| end);
+            assert_eq!(
+                sealed_end,
+                Some(end_sequence),
+                "rolled over an unsealed segment"
+            );
+            assert!(count <= SEGMENT_SEQUENCES_MAX && bytes <= successor.capacity_bytes);
+        }
+        // Not yet visible to anyone: a plain store is the whole reservation.
+        successor
+            .reservation
+            .store((count << SEQUENCE_SHIFT) + bytes as u64, Ordering::Release);
+        let _ = full.next.set(Arc::clone(&successor));
+        // A guard owning its own reference: one reference count touched per roll-over, not
+        // per write.
+        let guard = arc_swap::Guard::from(Arc::clone(&successor));
+        self.current.store(successor);
+        (guard, end_sequence)
     }
 
     /// Seals the log for good (a memtable switch): no reservation succeeds afterwards.
@@ -627,117 +668,7 @@ impl Log {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicU64 as StdAtomicU64;
-
-    fn log_without_file(first: u64) -> Log {
-        Log::new(
-            1,
-            PathBuf::from("/x"),
-            None,
-            first,
-            0,
-            None,
-            Arc::new(StdAtomicU64::new(0)),
-        )
-    }
-
-    #[test]
-    fn reservations_are_contiguous_and_the_seal_hands_over_the_next_sequence() {
-        let log = Arc::new(log_without_file(10));
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || {
-                    let mut got = Vec::new();
-                    for round in 0..5000u64 {
-                        match log.reserve(1 + round % 3, 0) {
-                            Reserve::Reserved { sequence, .. } => {
-                                got.push((sequence, 1 + round % 3))
-                            }
-                            Reserve::Sealed => break,
-                        }
-                    }
-                    got
-                })
-            })
-            .collect();
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let next = log.seal();
-        let mut all: Vec<(u64, u64)> = handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect();
-        all.sort();
-        let mut expected = 10;
-        for (sequence, count) in all {
-            assert_eq!(sequence, expected, "hole or overlap");
-            expected += count;
-        }
-        assert_eq!(
-            next, expected,
-            "the next log must start right after the last reservation"
-        );
-        assert!(matches!(log.reserve(1, 0), Reserve::Sealed));
-    }
-
-    #[test]
-    fn segments_roll_over_and_records_survive_in_order() {
-        use crate::fs::{FileSystem, MemFs};
-        let fs = MemFs::new();
-        let path = PathBuf::from("/wal");
-        let file = fs.create(&path).unwrap();
-        let log = Arc::new(Log::new(
-            7,
-            path.clone(),
-            Some(file),
-            1,
-            4096,
-            None,
-            Arc::new(StdAtomicU64::new(0)),
-        ));
-        let handles: Vec<_> = (0..3u64)
-            .map(|thread| {
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || {
-                    for round in 0..400u64 {
-                        let mut batch = crate::batch::WriteBatch::new();
-                        let value = vec![thread as u8; (round % 50) as usize];
-                        batch.put(&round.to_le_bytes(), &value);
-                        let bytes = log.reservation_bytes(batch.size_bytes());
-                        let Reserve::Reserved {
-                            segment,
-                            sequence,
-                            offset,
-                        } = log.reserve(1, bytes)
-                        else {
-                            panic!("sealed")
-                        };
-                        segment.publish(offset, batch.encode(sequence));
-                        log.wait_durable(sequence, round % 10 == 0).unwrap();
-                    }
-                })
-            })
-            .collect();
-        for handle in handles {
-            handle.join().unwrap();
-        }
-        log.seal();
-        log.finish().unwrap();
-        let contents = crate::wal::read_log(&fs, &path).unwrap();
-        let sequences: Vec<u64> = contents
-            .records()
-            .map(|(_, payload)| {
-                crate::batch::DecodedBatch::decode(payload)
-                    .unwrap()
-                    .first_sequence
-            })
-            .collect();
-        assert_eq!(sequences, (1..=1200).collect::<Vec<_>>());
-        assert_eq!(log.written_sequence(), 1200);
-    }
-}
+mod tests;
 
 #[cfg(all(test, loom))]
 mod loom_tests {
