@@ -29,7 +29,10 @@
 //!    prefix across files), and syncs nothing before its predecessor is synced or retired
 //!    (power-loss state is a prefix too). Syncing the predecessor waits for the first sync
 //!    asked of the new log: a switch no longer stalls every writer for the `fdatasync` of a
-//!    whole memtable's log (100–200 ms for 64 MiB). A log is *retired* once its memtable is
+//!    whole memtable's log (100–200 ms for 64 MiB). That sync is done by the waiter that
+//!    asked, before it competes for the leader role and holding no lock the new log's
+//!    writers need; until it is done no leader syncs the new log, so a writer that asked for
+//!    no sync never waits for it. A log is *retired* once its memtable is
 //!    flushed: its records are in a synced table, so it never needs a sync, and it lets go of
 //!    its file and its own predecessor (the chain of unsynced logs stays as short as the list
 //!    of unflushed memtables).
@@ -266,10 +269,8 @@ struct LeaderState {
     file: Option<Box<dyn WritableFile>>,
     segment: Arc<Segment>,
     offset: usize,
-    /// The predecessor until it is synced (or retired) on behalf of this log (invariant 4).
-    previous: Option<Arc<Log>>,
-    /// The predecessor is fully written (its records precede all of this log's).
-    previous_written: bool,
+    /// The predecessor until it is fully written (its records precede all of this log's).
+    previous_unwritten: Option<Arc<Log>>,
     /// Retired: flushed into a table; nothing left to write or sync.
     retired: bool,
     /// `finish` trimmed the file and no sync has made its new length durable yet: until one
@@ -285,6 +286,12 @@ pub struct Log {
     segment_bytes: usize,
     current: arc_swap::ArcSwap<Segment>,
     leader: Mutex<LeaderState>,
+    /// The predecessor until it is synced (or retired) on behalf of this log (invariant 4).
+    /// Apart from the leader state: its fdatasync must never hold this log's leader lock,
+    /// which every writer of this log competes for.
+    unsynced_previous: Mutex<Option<Arc<Log>>>,
+    /// `unsynced_previous` is empty: this log may sync.
+    previous_synced: crate::sync::AtomicBool,
     written_sequence: AtomicU64,
     synced_sequence: AtomicU64,
     sync_requested: AtomicU64,
@@ -323,6 +330,7 @@ impl Log {
         let has_file = file.is_some();
         let segment_bytes = if has_file { segment_bytes.max(4096) } else { 0 };
         let segment = Arc::new(Segment::new(first_sequence, segment_bytes));
+        let previous_synced = crate::sync::AtomicBool::new(previous.is_none());
         Log {
             number,
             path,
@@ -332,11 +340,12 @@ impl Log {
                 file,
                 segment,
                 offset: 0,
-                previous,
-                previous_written: false,
+                previous_unwritten: previous.clone(),
                 retired: false,
                 trim_unsynced: false,
             }),
+            unsynced_previous: Mutex::new(previous),
+            previous_synced,
             written_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
             synced_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
             sync_requested: AtomicU64::new(0),
@@ -483,7 +492,22 @@ impl Log {
         }
         if sync {
             self.sync_requested.fetch_max(last, Ordering::AcqRel);
+            if !self.previous_synced.load(Ordering::Acquire) {
+                // Invariant 4 off the writers' path: once `last` is written (which finishes
+                // the predecessor), this waiter syncs the predecessor itself, holding no lock
+                // the other writers of this log need; no leader syncs this log before that.
+                self.wait_for(last, false)?;
+                if let Err(error) = self.sync_previous() {
+                    let _ = self.failed.set(error.clone());
+                    return Err(error);
+                }
+            }
         }
+        self.wait_for(last, sync)
+    }
+
+    /// The waiting loop of `wait_durable`, once the predecessor is taken care of.
+    fn wait_for(&self, last: u64, sync: bool) -> Result<()> {
         let mut round = 0;
         loop {
             if let Some(error) = self.failed.get() {
@@ -507,12 +531,10 @@ impl Log {
 
     /// Writes every published record and, if requested, syncs. Caller holds `leader`.
     fn lead(&self, state: &mut LeaderState) -> Result<()> {
-        if !state.previous_written {
-            if let Some(previous) = state.previous.as_ref() {
-                // Invariant 4: the predecessor's records come first in the sequence order.
-                previous.finish()?;
-            }
-            state.previous_written = true;
+        if let Some(previous) = state.previous_unwritten.as_ref() {
+            // Invariant 4: the predecessor's records come first in the sequence order.
+            previous.finish()?;
+            state.previous_unwritten = None;
         }
         let mut last_written = None;
         loop {
@@ -547,13 +569,21 @@ impl Log {
                 .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
         }
         let written = self.written_sequence.load(Ordering::Acquire);
+        // Invariant 4: older logs are durable (or retired) before this one syncs; until then
+        // the waiter that asked for the sync syncs them (`wait_durable`) and then leads.
         if self.sync_requested.load(Ordering::Acquire)
             > self.synced_sequence.load(Ordering::Acquire)
             && written > self.synced_sequence.load(Ordering::Acquire)
+            && self.previous_synced.load(Ordering::Acquire)
         {
-            // Invariant 4: older logs are durable (or retired) before this one syncs.
-            if let Some(previous) = state.previous.take() {
-                previous.sync_finished()?;
+            if cfg!(feature = "invariants") {
+                // Invariant 4: "previous synced" is set only once the predecessor is let go.
+                if let Ok(previous) = self.unsynced_previous.try_lock() {
+                    assert!(
+                        previous.is_none(),
+                        "syncing before the predecessor is durable"
+                    );
+                }
             }
             if let Some(file) = state.file.as_mut() {
                 file.sync()?;
@@ -563,23 +593,41 @@ impl Log {
         Ok(())
     }
 
+    /// Makes the predecessor and every older log durable (or finds them retired), once.
+    /// Called without this log's leader lock; waiters that ask for a sync meanwhile block
+    /// here, as they would have to wait for that sync anyway.
+    fn sync_previous(&self) -> Result<()> {
+        let mut previous = self
+            .unsynced_previous
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(log) = previous.as_ref() {
+            log.sync_finished()?;
+        }
+        let released = previous.take();
+        self.previous_synced.store(true, Ordering::Release);
+        drop(previous);
+        // Possibly the last reference to an old log: its file closes here, outside the lock.
+        drop(released);
+        Ok(())
+    }
+
     /// After `finish`: makes this log and every older one durable, unless retired. Called by
-    /// the successor before its first sync.
+    /// the successor before its first sync (from `sync_previous`, outside its leader lock).
     fn sync_finished(&self) -> Result<()> {
         if let Some(error) = self.failed.get() {
             return Err(error.clone());
         }
-        // Blocking is fine: the holder is finishing or retiring this sealed log, and the
-        // caller is already the successor's leader.
+        // Older logs first (invariant 4); a retired log let go of them already.
+        self.sync_previous()?;
+        // Blocking is fine: this log is sealed and finished, so only a `retire` or another
+        // successor-side sync can hold its leader lock, never one of its writers.
         let mut state = self
             .leader
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if state.retired {
             return Ok(());
-        }
-        if let Some(previous) = state.previous.take() {
-            previous.sync_finished()?;
         }
         let written = self.written_sequence.load(Ordering::Acquire);
         if self.synced_sequence.load(Ordering::Acquire) < written || state.trim_unsynced {
@@ -596,15 +644,24 @@ impl Log {
     }
 
     /// The log's memtable is flushed into a synced table: the log never needs writing or
-    /// syncing again. Closes its file and lets go of its predecessor (invariant 4).
+    /// syncing again. Closes its file and lets go of its predecessor (invariant 4). The file
+    /// is closed (for a mapped log: unmapped and truncated) after the locks are released.
     pub fn retire(&self) {
-        let mut state = self
-            .leader
+        let (file, unwritten) = {
+            let mut state = self
+                .leader
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            state.retired = true;
+            (state.file.take(), state.previous_unwritten.take())
+        };
+        let unsynced = self
+            .unsynced_previous
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.retired = true;
-        state.previous = None;
-        state.file = None;
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        self.previous_synced.store(true, Ordering::Release);
+        drop((file, unwritten, unsynced));
     }
 
     /// After `seal`: waits for every reserved record to be published, writes them all and

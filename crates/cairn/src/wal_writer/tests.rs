@@ -176,3 +176,81 @@ fn a_record_over_the_segment_size_is_not_starved_by_small_writers() {
     assert_eq!((sequence, offset), (2, 0));
     assert_eq!(*rivals.lock().unwrap(), vec![3]);
 }
+
+/// Reserves, publishes and waits for one small record in `log`; returns its sequence.
+fn write_one(log: &Log, sync: bool) -> Result<u64> {
+    let mut batch = crate::batch::WriteBatch::new();
+    batch.put(b"key", b"value");
+    let bytes = log.reservation_bytes(batch.size_bytes());
+    let Reserve::Reserved {
+        segment,
+        sequence,
+        offset,
+    } = log.reserve(1, bytes)
+    else {
+        panic!("sealed")
+    };
+    segment.publish(offset, batch.encode(sequence));
+    log.wait_durable(sequence, sync).map(|()| sequence)
+}
+
+/// Bug (debt D): the first sync asked of a new log fdatasynced the whole previous log while
+/// holding the new log's leader lock, so every writer of the new log — even one that asked
+/// for no sync — spun on `try_lock` until that fdatasync returned. Fix: the syncing waiter
+/// syncs the predecessor before it competes for the leader role; a leader never syncs this
+/// log before that is done (invariant 4).
+#[test]
+fn a_non_sync_write_does_not_wait_for_the_previous_logs_sync() {
+    use crate::fs::{FaultFs, FileSystem};
+    use std::time::{Duration, Instant};
+    let fs = FaultFs::new();
+    let global = Arc::new(StdAtomicU64::new(0));
+    let create = |name: &str| Some(fs.create(std::path::Path::new(name)).unwrap());
+    let old = Arc::new(Log::new(
+        1,
+        PathBuf::from("/old.log"),
+        create("/old.log"),
+        1,
+        4096,
+        None,
+        Arc::clone(&global),
+    ));
+    write_one(&old, false).unwrap();
+    let next = old.seal();
+    let new = Arc::new(Log::new(
+        2,
+        PathBuf::from("/new.log"),
+        create("/new.log"),
+        next,
+        4096,
+        Some(Arc::clone(&old)),
+        Arc::clone(&global),
+    ));
+    write_one(&new, false).unwrap();
+    let delay = Duration::from_millis(400);
+    fs.set_latency("sync", "/old.log", delay);
+    let syncer = {
+        let new = Arc::clone(&new);
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            write_one(&new, true).unwrap();
+            started.elapsed()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    let sequence = write_one(&new, false).unwrap();
+    let waited = started.elapsed();
+    let synced_after = syncer.join().unwrap();
+    assert!(
+        synced_after >= delay,
+        "the sync finished in {synced_after:?}, before the old log's sync"
+    );
+    assert!(
+        waited < Duration::from_millis(150),
+        "a non-sync write waited {waited:?} behind the previous log's {delay:?} fdatasync"
+    );
+    assert_eq!(new.written_sequence(), sequence);
+    // Invariant 4 still holds: the old log is durable before the new one counts as synced.
+    assert_eq!(old.synced_sequence.load(Ordering::Acquire), 1);
+}
