@@ -6,18 +6,38 @@
 //! [`ValueKind`] values (on disk: never change). The layout has no
 //! version field of its own (docs/format.md, "Format versions").
 //!
+//! Thread-safety contract: a `WriteBatch` is a plain value (`Send + Sync`, mutated through
+//! `&mut self`); a `DecodedBatch` borrows immutable bytes.
+//!
 //! Invariants: 1. `count` equals the number of entries. 2. Entry `i` gets sequence
-//! `first_sequence + i`. 3. Keys and values respect the limits in `key`.
+//! `first_sequence + i`. 3. Keys and values respect the limits in `key`. 4. A batch the
+//! database accepts encodes to at most [`BATCH_BYTES_MAX`] bytes (the WAL's record payload
+//! limit): anything larger could be logged and acknowledged but not replayed.
 
 use crate::coding::{put_length_prefixed, put_u32, put_u64, Reader};
 use crate::error::{Error, Result};
 use crate::key::{check_key, check_value, SequenceNumber, ValueKind};
+use crate::wal::RECORD_PAYLOAD_BYTES_MAX;
 
 /// Bytes before the first entry: `first_sequence u64 | count u32`. On disk: never change.
 pub const BATCH_HEADER_BYTES: usize = 12;
 
 /// Most entries one batch may hold (bounds the sequence numbers one write reserves).
 pub const BATCH_ENTRIES_MAX: usize = 1 << 20;
+
+/// Largest encoded batch, header included: the encoding is the WAL record payload, and the
+/// record's own framing (header, padding) lies outside the payload limit.
+pub const BATCH_BYTES_MAX: usize = RECORD_PAYLOAD_BYTES_MAX;
+
+/// Refuses an encoded batch of `bytes` over `limit` (a record the WAL reader would refuse).
+pub fn check_batch_bytes(bytes: usize, limit: usize) -> Result<()> {
+    if bytes > limit {
+        return Err(Error::InvalidArgument(format!(
+            "batch of {bytes} encoded bytes exceeds the WAL record limit of {limit} bytes"
+        )));
+    }
+    Ok(())
+}
 
 /// The payload of a void record of exactly `payload_bytes` bytes (>= the header) for
 /// `sequence`: a header with count 0, then zero filler.
@@ -127,7 +147,7 @@ impl WriteBatch {
         self.count = 0;
     }
 
-    /// Checks every key and value against the limits.
+    /// Checks the entry count, the total size and every key and value against the limits.
     pub fn validate(&self) -> Result<()> {
         if self.len() > BATCH_ENTRIES_MAX {
             return Err(Error::InvalidArgument(format!(
@@ -135,6 +155,7 @@ impl WriteBatch {
                 self.len()
             )));
         }
+        check_batch_bytes(self.size_bytes(), BATCH_BYTES_MAX)?;
         for entry in BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count) {
             let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
             check_key(key)?;

@@ -61,6 +61,12 @@ pub struct Options {
     /// A hook asked, when compaction rewrites a key, whether to keep, remove or change its
     /// newest value (for instance to expire keys); see `compaction::CompactionFilter`.
     pub compaction_filter: Option<Arc<dyn crate::compaction::CompactionFilter>>,
+    /// Test-only: the largest WAL record payload, [`crate::wal::RECORD_PAYLOAD_BYTES_MAX`]
+    /// unless lowered. Writers refuse larger batches and recovery reads with the same limit,
+    /// so a test reaches the limit with kilobytes instead of a gigabyte.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub wal_record_payload_bytes_max: usize,
 }
 
 impl Default for Options {
@@ -88,11 +94,21 @@ impl Default for Options {
             manifest_size_bytes_max: 64 * 1024 * 1024,
             verify_checksums: true,
             compaction_filter: None,
+            #[cfg(feature = "testing")]
+            wal_record_payload_bytes_max: crate::wal::RECORD_PAYLOAD_BYTES_MAX,
         }
     }
 }
 
 impl Options {
+    /// The largest WAL record payload (and so encoded batch) this database writes and reads.
+    pub(crate) fn wal_record_payload_bytes_max(&self) -> usize {
+        #[cfg(feature = "testing")]
+        return self.wal_record_payload_bytes_max;
+        #[cfg(not(feature = "testing"))]
+        return crate::wal::RECORD_PAYLOAD_BYTES_MAX;
+    }
+
     /// Options that run everything in memory (for tests and examples).
     pub fn in_memory() -> Self {
         Options {
@@ -155,6 +171,11 @@ impl Options {
         check(
             self.manifest_size_bytes_max >= 1024,
             "manifest_size_bytes_max must be at least 1024",
+        )?;
+        check(
+            (4096..=crate::wal::RECORD_PAYLOAD_BYTES_MAX)
+                .contains(&self.wal_record_payload_bytes_max()),
+            "wal_record_payload_bytes_max must be between 4096 and wal::RECORD_PAYLOAD_BYTES_MAX",
         )?;
         Ok(())
     }

@@ -42,7 +42,17 @@ pub fn record_bytes(payload_bytes: usize) -> usize {
 }
 
 /// The 8-byte header of a record: `masked crc32c | length`, as one little-endian `u64`.
+///
+/// Panics if the payload is over [`RECORD_PAYLOAD_BYTES_MAX`]: callers refuse such records
+/// at the door (`WriteBatch::validate`, `LogWriter::add_record`), and a header whose length
+/// was truncated to 32 bits, or that the reader refuses, would turn an acknowledged write
+/// into a torn tail at recovery — stopping is the only safe answer to that bug.
 pub fn record_header(payload: &[u8]) -> u64 {
+    assert!(
+        payload.len() <= RECORD_PAYLOAD_BYTES_MAX,
+        "log record of {} bytes passed the door checks",
+        payload.len()
+    );
     let length = (payload.len() as u32).to_le_bytes();
     let crc = masked_crc2(&length, payload);
     u64::from(crc) | (u64::from(payload.len() as u32) << 32)
@@ -130,11 +140,12 @@ impl LogContents {
     }
 }
 
-/// Checks for a valid record at `offset`; returns its payload length.
-fn valid_record_at(bytes: &[u8], offset: usize) -> Option<usize> {
+/// Checks for a valid record at `offset` whose payload is at most `payload_max` bytes;
+/// returns its payload length.
+fn valid_record_at(bytes: &[u8], offset: usize, payload_max: usize) -> Option<usize> {
     let stored_crc = get_u32(bytes, offset)?;
     let length = get_u32(bytes, offset + 4)? as usize;
-    if length == 0 || length > RECORD_PAYLOAD_BYTES_MAX {
+    if length == 0 || length > payload_max {
         return None;
     }
     let payload_start = offset + RECORD_HEADER_BYTES;
@@ -151,17 +162,33 @@ fn valid_record_at(bytes: &[u8], offset: usize) -> Option<usize> {
 
 /// Reads every record of the log at `path` (see the module doc for the damage rules).
 pub fn read_log(file_system: &dyn FileSystem, path: &Path) -> Result<LogContents> {
+    read_log_limited(file_system, path, RECORD_PAYLOAD_BYTES_MAX)
+}
+
+/// [`read_log`] with a lower payload limit (the one the writer enforced; see
+/// `Options::wal_record_payload_bytes_max`).
+pub fn read_log_limited(
+    file_system: &dyn FileSystem,
+    path: &Path,
+    payload_max: usize,
+) -> Result<LogContents> {
     let bytes = file_system.read_all(path)?;
-    parse_log(bytes, path)
+    parse_log_limited(bytes, path, payload_max)
 }
 
 /// Parses log bytes read from `path`.
 pub fn parse_log(bytes: Vec<u8>, path: &Path) -> Result<LogContents> {
+    parse_log_limited(bytes, path, RECORD_PAYLOAD_BYTES_MAX)
+}
+
+/// [`parse_log`] with a lower payload limit.
+pub fn parse_log_limited(bytes: Vec<u8>, path: &Path, payload_max: usize) -> Result<LogContents> {
+    let payload_max = payload_max.min(RECORD_PAYLOAD_BYTES_MAX);
     let mut records = Vec::new();
     let mut offset = 0usize;
     let mut torn_tail_offset = None;
     while offset < bytes.len() {
-        match valid_record_at(&bytes, offset) {
+        match valid_record_at(&bytes, offset, payload_max) {
             Some(length) => {
                 records.push((offset + RECORD_HEADER_BYTES, length));
                 offset += record_bytes(length);
@@ -171,7 +198,7 @@ pub fn parse_log(bytes: Vec<u8>, path: &Path) -> Result<LogContents> {
                 // byte offset is slow only on a damaged file, and only once, at recovery.
                 let resumes = (offset + RECORD_ALIGNMENT..bytes.len())
                     .step_by(RECORD_ALIGNMENT)
-                    .find(|&candidate| valid_record_at(&bytes, candidate).is_some());
+                    .find(|&candidate| valid_record_at(&bytes, candidate, payload_max).is_some());
                 if let Some(next_valid) = resumes {
                     return Err(Error::corruption(
                         path,

@@ -29,7 +29,10 @@
 //!    prefix across files), and syncs nothing before its predecessor is synced or retired
 //!    (power-loss state is a prefix too). Syncing the predecessor waits for the first sync
 //!    asked of the new log: a switch no longer stalls every writer for the `fdatasync` of a
-//!    whole memtable's log (100–200 ms for 64 MiB). A log is *retired* once its memtable is
+//!    whole memtable's log (100–200 ms for 64 MiB). That sync is done by the waiter that
+//!    asked, before it competes for the leader role and holding no lock the new log's
+//!    writers need; until it is done no leader syncs the new log, so a writer that asked for
+//!    no sync never waits for it. A log is *retired* once its memtable is
 //!    flushed: its records are in a synced table, so it never needs a sync, and it lets go of
 //!    its file and its own predecessor (the chain of unsynced logs stays as short as the list
 //!    of unflushed memtables).
@@ -37,6 +40,9 @@
 //!    synced again before its successor's first sync, even if every record was synced: until
 //!    the shorter length is durable, a power loss can bring the zero tail back, and recovery
 //!    would read it as a torn tail and ignore every newer log.
+//! 6. The writer whose reservation did not fit, and which therefore sealed the segment,
+//!    holds the first reservation of the successor it installs: a record larger than the
+//!    segment size cannot be starved by small reservations landing in its successor first.
 
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
@@ -263,10 +269,8 @@ struct LeaderState {
     file: Option<Box<dyn WritableFile>>,
     segment: Arc<Segment>,
     offset: usize,
-    /// The predecessor until it is synced (or retired) on behalf of this log (invariant 4).
-    previous: Option<Arc<Log>>,
-    /// The predecessor is fully written (its records precede all of this log's).
-    previous_written: bool,
+    /// The predecessor until it is fully written (its records precede all of this log's).
+    previous_unwritten: Option<Arc<Log>>,
     /// Retired: flushed into a table; nothing left to write or sync.
     retired: bool,
     /// `finish` trimmed the file and no sync has made its new length durable yet: until one
@@ -282,6 +286,12 @@ pub struct Log {
     segment_bytes: usize,
     current: arc_swap::ArcSwap<Segment>,
     leader: Mutex<LeaderState>,
+    /// The predecessor until it is synced (or retired) on behalf of this log (invariant 4).
+    /// Apart from the leader state: its fdatasync must never hold this log's leader lock,
+    /// which every writer of this log competes for.
+    unsynced_previous: Mutex<Option<Arc<Log>>>,
+    /// `unsynced_previous` is empty: this log may sync.
+    previous_synced: crate::sync::AtomicBool,
     written_sequence: AtomicU64,
     synced_sequence: AtomicU64,
     sync_requested: AtomicU64,
@@ -320,6 +330,7 @@ impl Log {
         let has_file = file.is_some();
         let segment_bytes = if has_file { segment_bytes.max(4096) } else { 0 };
         let segment = Arc::new(Segment::new(first_sequence, segment_bytes));
+        let previous_synced = crate::sync::AtomicBool::new(previous.is_none());
         Log {
             number,
             path,
@@ -329,11 +340,12 @@ impl Log {
                 file,
                 segment,
                 offset: 0,
-                previous,
-                previous_written: false,
+                previous_unwritten: previous.clone(),
                 retired: false,
                 trim_unsynced: false,
             }),
+            unsynced_previous: Mutex::new(previous),
+            previous_synced,
             written_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
             synced_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
             sync_requested: AtomicU64::new(0),
@@ -391,20 +403,16 @@ impl Log {
                     }
                 }
                 Err(()) => {
-                    // This call filled and sealed the segment: start its successor.
-                    let end_sequence = segment
-                        .sealed_end
-                        .get()
-                        .map(|&(_, end)| end)
-                        .unwrap_or(segment.base_sequence);
-                    let capacity = if self.has_file {
-                        self.segment_bytes.max(bytes)
-                    } else {
-                        0
+                    // This call filled and sealed the segment: start its successor, with
+                    // this record already in it.
+                    let (segment, sequence) = self.roll_over(&segment, count, bytes);
+                    #[cfg(all(test, not(loom)))]
+                    tests::after_roll_over();
+                    return Reserve::Reserved {
+                        segment,
+                        sequence,
+                        offset: 0,
                     };
-                    let successor = Arc::new(Segment::new(end_sequence, capacity));
-                    let _ = segment.next.set(Arc::clone(&successor));
-                    self.current.store(successor);
                 }
                 Ok(None) => {
                     // Sealed for good by a memtable switch, or full and sealed by another
@@ -416,6 +424,48 @@ impl Log {
                 }
             }
         }
+    }
+
+    /// Installs the successor of `full`, which this thread sealed, holding this thread's
+    /// reservation of `count` sequences and `bytes` bytes at its start (invariant 6).
+    fn roll_over(
+        &self,
+        full: &Segment,
+        count: u64,
+        bytes: usize,
+    ) -> (arc_swap::Guard<Arc<Segment>>, u64) {
+        let end_sequence = full
+            .sealed_end
+            .get()
+            .map(|&(_, end)| end)
+            .unwrap_or(full.base_sequence);
+        let capacity = if self.has_file {
+            self.segment_bytes.max(bytes)
+        } else {
+            0
+        };
+        let successor = Arc::new(Segment::new(end_sequence, capacity));
+        if cfg!(feature = "invariants") {
+            // Invariants 2 and 6: the successor continues the sealed segment's sequences and
+            // holds the record that did not fit.
+            let sealed_end = full.sealed_end.get().map(|&(_, end)| end);
+            assert_eq!(
+                sealed_end,
+                Some(end_sequence),
+                "rolled over an unsealed segment"
+            );
+            assert!(count <= SEGMENT_SEQUENCES_MAX && bytes <= successor.capacity_bytes);
+        }
+        // Not yet visible to anyone: a plain store is the whole reservation.
+        successor
+            .reservation
+            .store((count << SEQUENCE_SHIFT) + bytes as u64, Ordering::Release);
+        let _ = full.next.set(Arc::clone(&successor));
+        // A guard owning its own reference: one reference count touched per roll-over, not
+        // per write.
+        let guard = arc_swap::Guard::from(Arc::clone(&successor));
+        self.current.store(successor);
+        (guard, end_sequence)
     }
 
     /// Seals the log for good (a memtable switch): no reservation succeeds afterwards.
@@ -442,7 +492,22 @@ impl Log {
         }
         if sync {
             self.sync_requested.fetch_max(last, Ordering::AcqRel);
+            if !self.previous_synced.load(Ordering::Acquire) {
+                // Invariant 4 off the writers' path: once `last` is written (which finishes
+                // the predecessor), this waiter syncs the predecessor itself, holding no lock
+                // the other writers of this log need; no leader syncs this log before that.
+                self.wait_for(last, false)?;
+                if let Err(error) = self.sync_previous() {
+                    let _ = self.failed.set(error.clone());
+                    return Err(error);
+                }
+            }
         }
+        self.wait_for(last, sync)
+    }
+
+    /// The waiting loop of `wait_durable`, once the predecessor is taken care of.
+    fn wait_for(&self, last: u64, sync: bool) -> Result<()> {
         let mut round = 0;
         loop {
             if let Some(error) = self.failed.get() {
@@ -466,12 +531,10 @@ impl Log {
 
     /// Writes every published record and, if requested, syncs. Caller holds `leader`.
     fn lead(&self, state: &mut LeaderState) -> Result<()> {
-        if !state.previous_written {
-            if let Some(previous) = state.previous.as_ref() {
-                // Invariant 4: the predecessor's records come first in the sequence order.
-                previous.finish()?;
-            }
-            state.previous_written = true;
+        if let Some(previous) = state.previous_unwritten.as_ref() {
+            // Invariant 4: the predecessor's records come first in the sequence order.
+            previous.finish()?;
+            state.previous_unwritten = None;
         }
         let mut last_written = None;
         loop {
@@ -506,13 +569,21 @@ impl Log {
                 .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
         }
         let written = self.written_sequence.load(Ordering::Acquire);
+        // Invariant 4: older logs are durable (or retired) before this one syncs; until then
+        // the waiter that asked for the sync syncs them (`wait_durable`) and then leads.
         if self.sync_requested.load(Ordering::Acquire)
             > self.synced_sequence.load(Ordering::Acquire)
             && written > self.synced_sequence.load(Ordering::Acquire)
+            && self.previous_synced.load(Ordering::Acquire)
         {
-            // Invariant 4: older logs are durable (or retired) before this one syncs.
-            if let Some(previous) = state.previous.take() {
-                previous.sync_finished()?;
+            if cfg!(feature = "invariants") {
+                // Invariant 4: "previous synced" is set only once the predecessor is let go.
+                if let Ok(previous) = self.unsynced_previous.try_lock() {
+                    assert!(
+                        previous.is_none(),
+                        "syncing before the predecessor is durable"
+                    );
+                }
             }
             if let Some(file) = state.file.as_mut() {
                 file.sync()?;
@@ -522,23 +593,41 @@ impl Log {
         Ok(())
     }
 
+    /// Makes the predecessor and every older log durable (or finds them retired), once.
+    /// Called without this log's leader lock; waiters that ask for a sync meanwhile block
+    /// here, as they would have to wait for that sync anyway.
+    fn sync_previous(&self) -> Result<()> {
+        let mut previous = self
+            .unsynced_previous
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(log) = previous.as_ref() {
+            log.sync_finished()?;
+        }
+        let released = previous.take();
+        self.previous_synced.store(true, Ordering::Release);
+        drop(previous);
+        // Possibly the last reference to an old log: its file closes here, outside the lock.
+        drop(released);
+        Ok(())
+    }
+
     /// After `finish`: makes this log and every older one durable, unless retired. Called by
-    /// the successor before its first sync.
+    /// the successor before its first sync (from `sync_previous`, outside its leader lock).
     fn sync_finished(&self) -> Result<()> {
         if let Some(error) = self.failed.get() {
             return Err(error.clone());
         }
-        // Blocking is fine: the holder is finishing or retiring this sealed log, and the
-        // caller is already the successor's leader.
+        // Older logs first (invariant 4); a retired log let go of them already.
+        self.sync_previous()?;
+        // Blocking is fine: this log is sealed and finished, so only a `retire` or another
+        // successor-side sync can hold its leader lock, never one of its writers.
         let mut state = self
             .leader
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if state.retired {
             return Ok(());
-        }
-        if let Some(previous) = state.previous.take() {
-            previous.sync_finished()?;
         }
         let written = self.written_sequence.load(Ordering::Acquire);
         if self.synced_sequence.load(Ordering::Acquire) < written || state.trim_unsynced {
@@ -555,15 +644,24 @@ impl Log {
     }
 
     /// The log's memtable is flushed into a synced table: the log never needs writing or
-    /// syncing again. Closes its file and lets go of its predecessor (invariant 4).
+    /// syncing again. Closes its file and lets go of its predecessor (invariant 4). The file
+    /// is closed (for a mapped log: unmapped and truncated) after the locks are released.
     pub fn retire(&self) {
-        let mut state = self
-            .leader
+        let (file, unwritten) = {
+            let mut state = self
+                .leader
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            state.retired = true;
+            (state.file.take(), state.previous_unwritten.take())
+        };
+        let unsynced = self
+            .unsynced_previous
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.retired = true;
-        state.previous = None;
-        state.file = None;
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        self.previous_synced.store(true, Ordering::Release);
+        drop((file, unwritten, unsynced));
     }
 
     /// After `seal`: waits for every reserved record to be published, writes them all and
@@ -627,117 +725,7 @@ impl Log {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicU64 as StdAtomicU64;
-
-    fn log_without_file(first: u64) -> Log {
-        Log::new(
-            1,
-            PathBuf::from("/x"),
-            None,
-            first,
-            0,
-            None,
-            Arc::new(StdAtomicU64::new(0)),
-        )
-    }
-
-    #[test]
-    fn reservations_are_contiguous_and_the_seal_hands_over_the_next_sequence() {
-        let log = Arc::new(log_without_file(10));
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || {
-                    let mut got = Vec::new();
-                    for round in 0..5000u64 {
-                        match log.reserve(1 + round % 3, 0) {
-                            Reserve::Reserved { sequence, .. } => {
-                                got.push((sequence, 1 + round % 3))
-                            }
-                            Reserve::Sealed => break,
-                        }
-                    }
-                    got
-                })
-            })
-            .collect();
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let next = log.seal();
-        let mut all: Vec<(u64, u64)> = handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect();
-        all.sort();
-        let mut expected = 10;
-        for (sequence, count) in all {
-            assert_eq!(sequence, expected, "hole or overlap");
-            expected += count;
-        }
-        assert_eq!(
-            next, expected,
-            "the next log must start right after the last reservation"
-        );
-        assert!(matches!(log.reserve(1, 0), Reserve::Sealed));
-    }
-
-    #[test]
-    fn segments_roll_over_and_records_survive_in_order() {
-        use crate::fs::{FileSystem, MemFs};
-        let fs = MemFs::new();
-        let path = PathBuf::from("/wal");
-        let file = fs.create(&path).unwrap();
-        let log = Arc::new(Log::new(
-            7,
-            path.clone(),
-            Some(file),
-            1,
-            4096,
-            None,
-            Arc::new(StdAtomicU64::new(0)),
-        ));
-        let handles: Vec<_> = (0..3u64)
-            .map(|thread| {
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || {
-                    for round in 0..400u64 {
-                        let mut batch = crate::batch::WriteBatch::new();
-                        let value = vec![thread as u8; (round % 50) as usize];
-                        batch.put(&round.to_le_bytes(), &value);
-                        let bytes = log.reservation_bytes(batch.size_bytes());
-                        let Reserve::Reserved {
-                            segment,
-                            sequence,
-                            offset,
-                        } = log.reserve(1, bytes)
-                        else {
-                            panic!("sealed")
-                        };
-                        segment.publish(offset, batch.encode(sequence));
-                        log.wait_durable(sequence, round % 10 == 0).unwrap();
-                    }
-                })
-            })
-            .collect();
-        for handle in handles {
-            handle.join().unwrap();
-        }
-        log.seal();
-        log.finish().unwrap();
-        let contents = crate::wal::read_log(&fs, &path).unwrap();
-        let sequences: Vec<u64> = contents
-            .records()
-            .map(|(_, payload)| {
-                crate::batch::DecodedBatch::decode(payload)
-                    .unwrap()
-                    .first_sequence
-            })
-            .collect();
-        assert_eq!(sequences, (1..=1200).collect::<Vec<_>>());
-        assert_eq!(log.written_sequence(), 1200);
-    }
-}
+mod tests;
 
 #[cfg(all(test, loom))]
 mod loom_tests {

@@ -31,7 +31,7 @@ use crate::sstable::{BlockCache, TableOptions};
 use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::{VersionEdit, VersionSet};
-use crate::wal::{read_log, LogContents};
+use crate::wal::{read_log, read_log_limited, LogContents};
 use crate::wal_writer::{Log, SEGMENT_BYTES_DEFAULT};
 use arc_swap::ArcSwap;
 use std::collections::HashSet;
@@ -254,7 +254,8 @@ pub(super) fn recover_wals(
     };
     for (index, &number) in wal_numbers.iter().enumerate() {
         let path = filename::wal_path(directory, number);
-        let contents = read_log(file_system, &path)?;
+        let contents =
+            read_log_limited(file_system, &path, options.wal_record_payload_bytes_max())?;
         let newer = wal_numbers.get(index + 1..).unwrap_or_default();
         let ended = match replay.wal(versions, &path, &contents)? {
             WalEnd::Complete => continue,

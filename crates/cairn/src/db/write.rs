@@ -133,6 +133,11 @@ impl DbInner {
     /// invariant 2).
     pub(super) fn reserve(&self, count: u64, payload_bytes: usize) -> Result<Reservation> {
         debug_assert!(count > 0, "an empty reservation");
+        // Every write path comes through here: refuse a record recovery could not replay.
+        crate::batch::check_batch_bytes(
+            payload_bytes,
+            self.options.wal_record_payload_bytes_max(),
+        )?;
         let mut delayed = false;
         loop {
             self.check_writable()?;
