@@ -39,9 +39,13 @@ def main():
         old_med = statistics.median(o["ops_per_sec"] for o, _ in runs)
         new_med = statistics.median(n["ops_per_sec"] for _, n in runs)
         verdict = "ok" if statistics.median(ratios) >= 0.95 else "REGRESSION"
+        p99 = [statistics.median(r.get("p99_us") or 0 for r in side) for side in zip(*runs)]
+        p999 = [statistics.median(r.get("p999_us") or 0 for r in side) for side in zip(*runs)]
         print(
             f"{bench:>16} t={threads:<3} old {old_med/1e3:8.1f}k new {new_med/1e3:8.1f}k ops/s  "
-            f"paired median {statistics.median(ratios):.3f} [{verdict}]  per rep: {cells}"
+            f"paired median {statistics.median(ratios):.3f} [{verdict}]  "
+            f"p99 {p99[0]:.1f}->{p99[1]:.1f} us  p99.9 {p999[0]:.1f}->{p999[1]:.1f} us  "
+            f"per rep: {cells}"
         )
 
 

@@ -83,6 +83,11 @@ struct Args {
     #[arg(long, default_value = "false", num_args = 0..=1, default_missing_value = "true",
           value_parser = parse_bool, action = ArgAction::Set)]
     sync: bool,
+    /// Make every Nth write of each thread a synced one (fdatasync before it returns), the
+    /// others plain; 0: off. The latency percentiles then cover the plain writes only, so
+    /// they show what a concurrent sync costs everyone else (cairn only).
+    #[arg(long = "sync_every", default_value_t = 0)]
+    sync_every: u64,
     /// Turn the write-ahead log off (LevelDB cannot; it keeps its WAL).
     #[arg(long = "disable_wal", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
@@ -322,6 +327,7 @@ fn run(args: Args) -> Result<()> {
         duration: args.duration,
         seed: args.seed,
         flush_after_load: args.flush_after_load,
+        sync_every: args.sync_every,
         probe_placement: args.probe_placement,
     };
     let memstore_capacity = match args.memstore_capacity {
@@ -579,6 +585,7 @@ mod tests {
             duration,
             seed: 7,
             flush_after_load: true,
+            sync_every: 0,
             probe_placement: false,
         }
     }

@@ -31,6 +31,9 @@ pub struct Params {
     pub seed: u64,
     /// Flush the memtable after an unmeasured load (where the engine can).
     pub flush_after_load: bool,
+    /// Every Nth write of a thread is synced (0: none); synced writes are left out of the
+    /// latency histogram, which then describes the plain writes around them.
+    pub sync_every: u64,
     /// Probe the CPUs' placement around every phase (`placement` module).
     pub probe_placement: bool,
 }
@@ -313,6 +316,9 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
             }
         };
         make_key(number, params.key_size, &mut key);
+        let synced = matches!(op, Op::Put | Op::Append)
+            && params.sync_every > 0
+            && i % params.sync_every == params.sync_every - 1;
         let started = Instant::now();
         match op {
             Op::Read => {
@@ -324,7 +330,11 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
             }
             Op::Put | Op::Append => {
                 let bytes = values.next();
-                plan.engine.put(&key, bytes)?;
+                if synced {
+                    plan.engine.put_synced(&key, bytes)?;
+                } else {
+                    plan.engine.put(&key, bytes)?;
+                }
                 outcome.logical_bytes += (key.len() + bytes.len()) as u64;
                 outcome.keys += 1;
             }
@@ -352,7 +362,9 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
                 outcome.keys += 1;
             }
         }
-        record(&mut outcome.histogram, started);
+        if !synced {
+            record(&mut outcome.histogram, started);
+        }
         i += 1;
         pending += 1;
         if pending == 256 {

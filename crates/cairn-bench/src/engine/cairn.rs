@@ -91,6 +91,10 @@ impl Engine for CairnEngine {
         Ok(self.db.put_with(&self.write_options, key, value)?)
     }
 
+    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put_with(&WriteOptions { sync: true }, key, value)?)
+    }
+
     fn read_modify_write(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         if self.striped_read_modify_write {
             return super::striped_read_modify_write(self, key, value);

@@ -108,6 +108,13 @@ pub fn striped_read_modify_write<E: Engine + ?Sized>(
 pub trait Engine: Send + Sync {
     /// Sets `key` to `value`.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Sets `key` to `value` and fdatasyncs its log record before returning, whatever the
+    /// engine's sync setting (`--sync_every`).
+    fn put_synced(&self, _key: &[u8], _value: &[u8]) -> Result<()> {
+        Err(BenchError::new(
+            "this engine does not support per-write sync (--sync_every)",
+        ))
+    }
     /// Copies the value of `key` into `value`; false if absent.
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
     /// Removes `key`.
