@@ -16,6 +16,8 @@
 //! 3. Structural operations (`Reopen`, `Crash`) are left to the runner: `execute` and
 //!    `Oracle::apply` return `Outcome::Done` for them without acting.
 
+#![allow(dead_code)]
+
 use cairn::{Db, Error, Snapshot, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
