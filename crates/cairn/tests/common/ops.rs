@@ -31,7 +31,7 @@ pub type Model = BTreeMap<Key, Value>;
 pub type Mutation = Vec<(Key, Option<Value>)>;
 
 /// The expected value of a compare-and-swap.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Expect {
     /// Whatever the key holds just before (read first): the swap succeeds.
     Current,
@@ -39,7 +39,7 @@ pub enum Expect {
     Value(Option<Value>),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Op {
     Put {
         key: Key,
@@ -113,6 +113,97 @@ impl Op {
                 | Op::Delete { sync: true, .. }
                 | Op::Batch { sync: true, .. }
         )
+    }
+}
+
+/// A key as escaped text (keys here are ASCII).
+fn k(key: &[u8]) -> String {
+    format!("\"{}\"", key.escape_ascii())
+}
+
+/// A value by its length and first bytes (values are mostly random bytes).
+fn v(value: &Option<Value>) -> String {
+    match value {
+        Some(value) if value.len() <= 8 => format!("\"{}\"", value.escape_ascii()),
+        Some(value) => format!("<{} bytes {:02x?}..>", value.len(), &value[..4]),
+        None => "None".into(),
+    }
+}
+
+fn b(bound: &Bound<Key>) -> String {
+    match bound {
+        Bound::Included(key) => format!("Included({})", k(key)),
+        Bound::Excluded(key) => format!("Excluded({})", k(key)),
+        Bound::Unbounded => "Unbounded".into(),
+    }
+}
+
+fn sync_mark(sync: bool) -> &'static str {
+    if sync {
+        ", sync"
+    } else {
+        ""
+    }
+}
+
+impl std::fmt::Debug for Expect {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expect::Current => write!(formatter, "Current"),
+            Expect::Value(value) => write!(formatter, "{}", v(value)),
+        }
+    }
+}
+
+/// Compact, readable operations for shrunk sequences in failure messages.
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Put { key, value, sync } => {
+                let value = v(&Some(value.clone()));
+                write!(f, "Put({}, {value}{})", k(key), sync_mark(*sync))
+            }
+            Op::Delete { key, sync } => write!(f, "Delete({}{})", k(key), sync_mark(*sync)),
+            Op::Get(key) => write!(f, "Get({})", k(key)),
+            Op::Range {
+                lower,
+                upper,
+                reverse,
+            } => write!(f, "Range({}, {}, reverse: {reverse})", b(lower), b(upper)),
+            Op::Batch { entries, sync } => {
+                let entries: Vec<String> = entries
+                    .iter()
+                    .map(|(key, value)| format!("{} => {}", k(key), v(value)))
+                    .collect();
+                write!(f, "Batch([{}]{})", entries.join(", "), sync_mark(*sync))
+            }
+            Op::Update { key, tag } => write!(f, "Update({}, tag {tag})", k(key)),
+            Op::PutIfAbsent { key, value } => {
+                write!(f, "PutIfAbsent({}, {})", k(key), v(&Some(value.clone())))
+            }
+            Op::CompareAndSwap { key, expected, new } => {
+                write!(f, "CompareAndSwap({}, {expected:?} -> {})", k(key), v(new))
+            }
+            Op::Increment { key, delta } => write!(f, "Increment({}, {delta})", k(key)),
+            Op::TakeSnapshot => write!(f, "TakeSnapshot"),
+            Op::ReadSnapshot { index, key } => write!(f, "ReadSnapshot({index}, {})", k(key)),
+            Op::ScanSnapshot {
+                index,
+                lower,
+                upper,
+                reverse,
+            } => write!(
+                f,
+                "ScanSnapshot({index}, {}, {}, reverse: {reverse})",
+                b(lower),
+                b(upper)
+            ),
+            Op::ReleaseSnapshot { index } => write!(f, "ReleaseSnapshot({index})"),
+            Op::Flush => write!(f, "Flush"),
+            Op::Compact { lower, upper } => write!(f, "Compact({}, {})", v(lower), v(upper)),
+            Op::Reopen => write!(f, "Reopen"),
+            Op::Crash { seed } => write!(f, "Crash(seed {seed})"),
+        }
     }
 }
 
