@@ -95,6 +95,57 @@ impl SeenCounters {
     }
 }
 
+/// One reader: gets (9 in 10) and 50-key scans until `stop`, every value checked by
+/// `check_read` and every key's counters checked monotonic; returns (gets, scans).
+fn reader_loop(reader: usize, db: &Db, stop: &AtomicBool, published: &[AtomicU64]) -> (u64, u64) {
+    let mut rng = SmallRng::seed_from_u64(100 + reader as u64);
+    let (mut gets, mut scans) = (0u64, 0u64);
+    let mut seen = SeenCounters(vec![0; KEYS as usize]);
+    while !stop.load(Ordering::Relaxed) {
+        if rng.gen_bool(0.9) {
+            let index = rng.gen_range(0..KEYS);
+            let counter = db
+                .get(&key(index))
+                .unwrap()
+                .map(|bytes| check_read(index, &bytes, published));
+            seen.observe(reader, index, counter, "get");
+            gets += 1;
+        } else {
+            let start = rng.gen_range(0..KEYS);
+            let lower = key(start);
+            let upper = key(start + 50);
+            let mut previous: Option<Vec<u8>> = None;
+            // Keys of the window the scan did not return were absent at its snapshot.
+            let mut next_index = start;
+            for entry in db
+                .range(Bound::Included(&lower), Bound::Excluded(&upper))
+                .unwrap()
+            {
+                let (found_key, bytes) = entry.unwrap();
+                if let Some(previous) = &previous {
+                    assert!(previous < &found_key, "scan out of order");
+                }
+                let index: u64 = std::str::from_utf8(&found_key[3..])
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                for missing in next_index..index {
+                    seen.observe(reader, missing, None, "scan");
+                }
+                let counter = check_read(index, &bytes, published);
+                seen.observe(reader, index, Some(counter), "scan");
+                next_index = index + 1;
+                previous = Some(found_key);
+            }
+            for missing in next_index..(start + 50).min(KEYS) {
+                seen.observe(reader, missing, None, "scan");
+            }
+            scans += 1;
+        }
+    }
+    (gets, scans)
+}
+
 #[test]
 fn two_writers_two_readers_small_memtable() {
     let seconds: u64 = common::env_or("CAIRN_CONCURRENCY_SECONDS", 10);
@@ -142,52 +193,7 @@ fn two_writers_two_readers_small_memtable() {
     for reader in 0..READERS {
         let (db, stop, published) = (Arc::clone(&db), Arc::clone(&stop), Arc::clone(&published));
         readers.push(std::thread::spawn(move || {
-            let mut rng = SmallRng::seed_from_u64(100 + reader as u64);
-            let (mut gets, mut scans) = (0u64, 0u64);
-            let mut seen = SeenCounters(vec![0; KEYS as usize]);
-            while !stop.load(Ordering::Relaxed) {
-                if rng.gen_bool(0.9) {
-                    let index = rng.gen_range(0..KEYS);
-                    let counter = db
-                        .get(&key(index))
-                        .unwrap()
-                        .map(|bytes| check_read(index, &bytes, &published));
-                    seen.observe(reader, index, counter, "get");
-                    gets += 1;
-                } else {
-                    let start = rng.gen_range(0..KEYS);
-                    let lower = key(start);
-                    let upper = key(start + 50);
-                    let mut previous: Option<Vec<u8>> = None;
-                    // Keys of the window the scan did not return were absent at its snapshot.
-                    let mut next_index = start;
-                    for entry in db
-                        .range(Bound::Included(&lower), Bound::Excluded(&upper))
-                        .unwrap()
-                    {
-                        let (found_key, bytes) = entry.unwrap();
-                        if let Some(previous) = &previous {
-                            assert!(previous < &found_key, "scan out of order");
-                        }
-                        let index: u64 = std::str::from_utf8(&found_key[3..])
-                            .unwrap()
-                            .parse()
-                            .unwrap();
-                        for missing in next_index..index {
-                            seen.observe(reader, missing, None, "scan");
-                        }
-                        let counter = check_read(index, &bytes, &published);
-                        seen.observe(reader, index, Some(counter), "scan");
-                        next_index = index + 1;
-                        previous = Some(found_key);
-                    }
-                    for missing in next_index..(start + 50).min(KEYS) {
-                        seen.observe(reader, missing, None, "scan");
-                    }
-                    scans += 1;
-                }
-            }
-            (gets, scans)
+            reader_loop(reader, &db, &stop, &published)
         }));
     }
     while Instant::now() < deadline {

@@ -485,6 +485,25 @@ pub fn execute(db: &Db, snapshots: &mut Snapshots, op: &Op) -> Result<Outcome, E
             Err(Error::InvalidArgument(_)) => Outcome::Counter(None),
             Err(error) => return Err(error),
         },
+        Op::TakeSnapshot
+        | Op::ReadSnapshot { .. }
+        | Op::ScanSnapshot { .. }
+        | Op::ReleaseSnapshot { .. } => execute_snapshot_op(db, snapshots, op)?,
+        Op::Flush => {
+            db.flush()?;
+            Outcome::Done
+        }
+        Op::Compact { lower, upper } => {
+            db.compact_range(lower.as_deref(), upper.as_deref())?;
+            Outcome::Done
+        }
+        Op::Reopen | Op::Crash { .. } => Outcome::Done,
+    };
+    Ok(outcome)
+}
+
+fn execute_snapshot_op(db: &Db, snapshots: &mut Snapshots, op: &Op) -> Result<Outcome, Error> {
+    let outcome = match op {
         Op::TakeSnapshot => {
             if snapshots.len() < 4 {
                 snapshots.push(db.snapshot());
@@ -510,15 +529,7 @@ pub fn execute(db: &Db, snapshots: &mut Snapshots, op: &Op) -> Result<Outcome, E
             }
             Outcome::Done
         }
-        Op::Flush => {
-            db.flush()?;
-            Outcome::Done
-        }
-        Op::Compact { lower, upper } => {
-            db.compact_range(lower.as_deref(), upper.as_deref())?;
-            Outcome::Done
-        }
-        Op::Reopen | Op::Crash { .. } => Outcome::Done,
+        _ => Outcome::Done,
     };
     Ok(outcome)
 }
