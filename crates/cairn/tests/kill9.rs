@@ -225,6 +225,74 @@ fn check_global_prefix(survivors: &[(u64, u64, Vec<u64>)], present: &[u64], cycl
     }
 }
 
+/// One child run: starts it from `found`'s counters, kills it (1 in 8 during recovery, else
+/// 20–400 ms after it is ready) and returns each writer's last acknowledged counter and
+/// whether the kill may have landed during recovery.
+fn run_child(
+    executable: &Path,
+    directory: &Path,
+    found: &Verified,
+    rng: &mut SmallRng,
+    cycle: usize,
+) -> (Vec<Option<u64>>, bool) {
+    let mut in_recovery = false;
+    let start: Vec<String> = found.next_counters.iter().map(u64::to_string).collect();
+    let mut child = Command::new(executable)
+        .args(["kill9_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("CAIRN_KILL9_CHILD", directory)
+        .env("CAIRN_KILL9_START", start.join(","))
+        .env("RUST_BACKTRACE", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let acked: Arc<Mutex<Vec<Option<u64>>>> = Arc::new(Mutex::new(vec![None; WRITERS as usize]));
+    let ready = Arc::new(Mutex::new(None::<Instant>));
+    let reader = {
+        let acked = Arc::clone(&acked);
+        let ready = Arc::clone(&ready);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // libtest may print "test kill9_child ... " on the same line.
+                if line.ends_with("ready") {
+                    *ready.lock().unwrap() = Some(Instant::now());
+                } else if let Some(rest) = line.strip_prefix("ack ") {
+                    let mut parts = rest.split(' ');
+                    let writer: usize = parts.next().unwrap().parse().unwrap();
+                    let counter: u64 = parts.next().unwrap().parse().unwrap();
+                    acked.lock().unwrap()[writer] = Some(counter);
+                }
+            }
+        })
+    };
+    if rng.gen_ratio(1, 8) {
+        // Kill during recovery (or just after): no waiting for "ready".
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..40)));
+        in_recovery = true;
+    } else {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while ready.lock().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "child never became ready");
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("cycle {cycle}: child exited early: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(rng.gen_range(20..400)));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    assert!(
+        !status.success(),
+        "cycle {cycle}: child finished on its own"
+    );
+    let acked = acked.lock().unwrap().clone();
+    (acked, in_recovery)
+}
+
 #[test]
 fn kill9_loop() {
     let cycles: usize = common::env_or("CAIRN_KILL9_CYCLES", 20);
@@ -251,61 +319,8 @@ fn kill9_loop() {
             directory = base.join(format!("db{cycle}"));
             found = fresh();
         }
-        let start: Vec<String> = found.next_counters.iter().map(u64::to_string).collect();
-        let mut child = Command::new(&executable)
-            .args(["kill9_child", "--exact", "--nocapture", "--test-threads=1"])
-            .env("CAIRN_KILL9_CHILD", &directory)
-            .env("CAIRN_KILL9_START", start.join(","))
-            .env("RUST_BACKTRACE", "0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let acked: Arc<Mutex<Vec<Option<u64>>>> =
-            Arc::new(Mutex::new(vec![None; WRITERS as usize]));
-        let ready = Arc::new(Mutex::new(None::<Instant>));
-        let reader = {
-            let acked = Arc::clone(&acked);
-            let ready = Arc::clone(&ready);
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    // libtest may print "test kill9_child ... " on the same line.
-                    if line.ends_with("ready") {
-                        *ready.lock().unwrap() = Some(Instant::now());
-                    } else if let Some(rest) = line.strip_prefix("ack ") {
-                        let mut parts = rest.split(' ');
-                        let writer: usize = parts.next().unwrap().parse().unwrap();
-                        let counter: u64 = parts.next().unwrap().parse().unwrap();
-                        acked.lock().unwrap()[writer] = Some(counter);
-                    }
-                }
-            })
-        };
-        if rng.gen_ratio(1, 8) {
-            // Kill during recovery (or just after): no waiting for "ready".
-            std::thread::sleep(Duration::from_millis(rng.gen_range(0..40)));
-            during_recovery += 1;
-        } else {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while ready.lock().unwrap().is_none() {
-                assert!(Instant::now() < deadline, "child never became ready");
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("cycle {cycle}: child exited early: {status}");
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            std::thread::sleep(Duration::from_millis(rng.gen_range(20..400)));
-        }
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        reader.join().unwrap();
-        assert!(
-            !status.success(),
-            "cycle {cycle}: child finished on its own"
-        );
-        let acked = acked.lock().unwrap().clone();
+        let (acked, in_recovery) = run_child(&executable, &directory, &found, &mut rng, cycle);
+        during_recovery += usize::from(in_recovery);
         for (writer, acked) in acked.iter().enumerate() {
             if let Some(acked) = acked {
                 total_acked += acked + 1 - found.next_counters[writer];
