@@ -178,6 +178,11 @@ fn run(ops: &[Op], set: &OptionSet) -> Result<Vec<Outcome>, String> {
 /// Compares `set` with the reference on `ops`: the first difference, if any.
 fn compare(ops: &[Op], reference: &OptionSet, set: &OptionSet) -> Result<(), String> {
     let expected = run(ops, reference).map_err(|e| format!("reference run failed: {e}"))?;
+    compare_with(ops, &expected, set)
+}
+
+/// Compares `set`'s run of `ops` with the reference trace `expected`.
+fn compare_with(ops: &[Op], expected: &[Outcome], set: &OptionSet) -> Result<(), String> {
     let got = run(ops, set)?;
     if let Some(step) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i))
     {
@@ -196,10 +201,13 @@ fn compare(ops: &[Op], reference: &OptionSet, set: &OptionSet) -> Result<(), Str
 fn check_seed(seed: u64, count: usize, configs: u64) {
     let ops = generate(seed, count, false);
     let reference = OptionSet::reference();
+    // The reference trace is computed once per sequence; shrinking reruns both sides.
+    let expected = run(&ops, &reference)
+        .unwrap_or_else(|error| panic!("seed {seed}: reference run failed: {error}"));
     for config in 0..configs {
         let set = OptionSet::random(seed.wrapping_mul(31).wrapping_add(config));
-        if let Err(message) = compare(&ops, &reference, &set) {
-            let shrunk = shrink(ops, &|candidate| {
+        if let Err(message) = compare_with(&ops, &expected, &set) {
+            let shrunk = shrink(ops.clone(), &|candidate| {
                 compare(candidate, &reference, &set).is_err()
             });
             let shrunk_message = compare(&shrunk, &reference, &set).err().unwrap_or_default();
