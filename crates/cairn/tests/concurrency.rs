@@ -4,8 +4,11 @@
 //! Each writer owns the keys `k % WRITERS == writer` and writes values that encode
 //! `(key, writer, counter)`. Readers check that every value they read — by `get` and by range
 //! scans — was written to that key by its owner and is not from the future (its counter is at
-//! most the owner's published counter). After the join every key must hold its owner's last
-//! value, also after a reopen.
+//! most the owner's published counter). Reads are also checked for monotonicity per reader:
+//! a key's owner writes it with increasing counters, so once a reader has seen counter `c`
+//! for a key (by `get` or in a scan) it must never later see a smaller counter, or the key
+//! absent, for that key (reads go to the latest state, and the visible sequence only grows).
+//! After the join every key must hold its owner's last value, also after a reopen.
 //!
 //! Duration: `CAIRN_CONCURRENCY_SECONDS` (default 10).
 
@@ -45,7 +48,8 @@ fn parse_value(bytes: &[u8]) -> Option<(u64, u64, u64)> {
     ))
 }
 
-fn check_read(index: u64, bytes: &[u8], published: &[AtomicU64]) {
+/// Checks one value read for key `index` and returns its counter.
+fn check_read(index: u64, bytes: &[u8], published: &[AtomicU64]) -> u64 {
     let (value_index, writer, counter) =
         parse_value(bytes).unwrap_or_else(|| panic!("key {index}: unparsable value {bytes:?}"));
     assert_eq!(
@@ -65,6 +69,81 @@ fn check_read(index: u64, bytes: &[u8], published: &[AtomicU64]) {
         counter <= bound,
         "key {index}: counter {counter} beyond writer's {bound}"
     );
+    counter
+}
+
+/// One reader's view: the largest counter it has seen per key (0: never seen the key).
+struct SeenCounters(Vec<u64>);
+
+impl SeenCounters {
+    /// Records a read of key `index` (`None`: absent); panics if it goes back in time.
+    fn observe(&mut self, reader: usize, index: u64, counter: Option<u64>, how: &str) {
+        let seen = &mut self.0[index as usize];
+        match counter {
+            Some(counter) => {
+                assert!(
+                    counter >= *seen,
+                    "reader {reader}: key {index} went back from counter {seen} to {counter} ({how})"
+                );
+                *seen = counter;
+            }
+            None => assert_eq!(
+                *seen, 0,
+                "reader {reader}: key {index} absent ({how}) after it was seen at counter {seen}"
+            ),
+        }
+    }
+}
+
+/// One reader: gets (9 in 10) and 50-key scans until `stop`, every value checked by
+/// `check_read` and every key's counters checked monotonic; returns (gets, scans).
+fn reader_loop(reader: usize, db: &Db, stop: &AtomicBool, published: &[AtomicU64]) -> (u64, u64) {
+    let mut rng = SmallRng::seed_from_u64(100 + reader as u64);
+    let (mut gets, mut scans) = (0u64, 0u64);
+    let mut seen = SeenCounters(vec![0; KEYS as usize]);
+    while !stop.load(Ordering::Relaxed) {
+        if rng.gen_bool(0.9) {
+            let index = rng.gen_range(0..KEYS);
+            let counter = db
+                .get(&key(index))
+                .unwrap()
+                .map(|bytes| check_read(index, &bytes, published));
+            seen.observe(reader, index, counter, "get");
+            gets += 1;
+        } else {
+            let start = rng.gen_range(0..KEYS);
+            let lower = key(start);
+            let upper = key(start + 50);
+            let mut previous: Option<Vec<u8>> = None;
+            // Keys of the window the scan did not return were absent at its snapshot.
+            let mut next_index = start;
+            for entry in db
+                .range(Bound::Included(&lower), Bound::Excluded(&upper))
+                .unwrap()
+            {
+                let (found_key, bytes) = entry.unwrap();
+                if let Some(previous) = &previous {
+                    assert!(previous < &found_key, "scan out of order");
+                }
+                let index: u64 = std::str::from_utf8(&found_key[3..])
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                for missing in next_index..index {
+                    seen.observe(reader, missing, None, "scan");
+                }
+                let counter = check_read(index, &bytes, published);
+                seen.observe(reader, index, Some(counter), "scan");
+                next_index = index + 1;
+                previous = Some(found_key);
+            }
+            for missing in next_index..(start + 50).min(KEYS) {
+                seen.observe(reader, missing, None, "scan");
+            }
+            scans += 1;
+        }
+    }
+    (gets, scans)
 }
 
 #[test]
@@ -114,39 +193,7 @@ fn two_writers_two_readers_small_memtable() {
     for reader in 0..READERS {
         let (db, stop, published) = (Arc::clone(&db), Arc::clone(&stop), Arc::clone(&published));
         readers.push(std::thread::spawn(move || {
-            let mut rng = SmallRng::seed_from_u64(100 + reader as u64);
-            let (mut gets, mut scans) = (0u64, 0u64);
-            while !stop.load(Ordering::Relaxed) {
-                if rng.gen_bool(0.9) {
-                    let index = rng.gen_range(0..KEYS);
-                    if let Some(bytes) = db.get(&key(index)).unwrap() {
-                        check_read(index, &bytes, &published);
-                    }
-                    gets += 1;
-                } else {
-                    let start = rng.gen_range(0..KEYS);
-                    let lower = key(start);
-                    let upper = key(start + 50);
-                    let mut previous: Option<Vec<u8>> = None;
-                    for entry in db
-                        .range(Bound::Included(&lower), Bound::Excluded(&upper))
-                        .unwrap()
-                    {
-                        let (found_key, bytes) = entry.unwrap();
-                        if let Some(previous) = &previous {
-                            assert!(previous < &found_key, "scan out of order");
-                        }
-                        let index: u64 = std::str::from_utf8(&found_key[3..])
-                            .unwrap()
-                            .parse()
-                            .unwrap();
-                        check_read(index, &bytes, &published);
-                        previous = Some(found_key);
-                    }
-                    scans += 1;
-                }
-            }
-            (gets, scans)
+            reader_loop(reader, &db, &stop, &published)
         }));
     }
     while Instant::now() < deadline {

@@ -1,12 +1,22 @@
 //! kill -9 loop: a child process writes from two threads with background flushes and
 //! compactions running (small memtable); the parent SIGKILLs it at random moments, reopens
 //! the database and checks that every acknowledged write is there (the default durability —
-//! handed to the OS — survives a process crash) and that each writer's counters form a
-//! prefix (no holes).
+//! handed to the OS — survives a process crash) and that what survived is a prefix of the
+//! *global* sequence order, not only of each writer's own order.
+//!
+//! What the engine promises: recovery yields the writes with sequence numbers up to some S
+//! (no holes in the sequence order), S at least every acknowledged write's sequence. The
+//! test checks this without engine sequence numbers, through real-time order: a write issued
+//! after another write was acknowledged gets a larger sequence (sequences are reserved in
+//! order; the acknowledged one already holds its own). So each data value records, for every
+//! writer, how many of that writer's writes had been acknowledged when it was issued (its
+//! *dependencies*); if a write survived, every dependency of it must have survived too —
+//! including writes of the other writer whose acknowledgement the parent never saw.
 //!
 //! The child is this test binary re-executed with `CAIRN_KILL9_CHILD` set (the test
 //! `kill9_child` does nothing otherwise). Writer `w` puts key `w{w}-{counter:010}` with a
-//! value that encodes writer and counter, and key `w{w}-latest` = its counter; after each
+//! value that encodes writer, counter and dependencies, and key `w{w}-latest` = its counter;
+//! after each
 //! acknowledged put it prints `ack {w} {counter}` (one write(2) per line) to the pipe the
 //! parent reads. Some kills land during the child's recovery, before it writes anything.
 //!
@@ -25,6 +35,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -52,13 +63,33 @@ fn latest_key(writer: u64) -> Vec<u8> {
     format!("w{writer}-latest").into_bytes()
 }
 
-fn value(writer: u64, counter: u64) -> Vec<u8> {
-    let mut value = format!("{writer}:{counter}:").into_bytes();
+/// `writer:counter:d0,d1:` and a padding that depends on the counter; `d[v]` = writes of
+/// writer `v` acknowledged (counters `0..d[v]`) before this one was issued.
+fn value(writer: u64, counter: u64, dependencies: &[u64]) -> Vec<u8> {
+    let dependencies: Vec<String> = dependencies.iter().map(u64::to_string).collect();
+    let mut value = format!("{writer}:{counter}:{}:", dependencies.join(",")).into_bytes();
     value.resize(
         value.len() + (counter % 64) as usize,
         b'a' + (counter % 26) as u8,
     );
     value
+}
+
+/// The dependencies of a value written by `writer` with `counter`, if it is well-formed.
+fn parse_value(bytes: &[u8], writer: u64, counter: u64) -> Option<Vec<u64>> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut parts = text.splitn(4, ':');
+    let (found_writer, found_counter) = (parts.next()?, parts.next()?);
+    let dependencies: Vec<u64> = parts
+        .next()?
+        .split(',')
+        .map(|part| part.parse().ok())
+        .collect::<Option<_>>()?;
+    let well_formed = found_writer.parse() == Ok(writer)
+        && found_counter.parse() == Ok(counter)
+        && dependencies.len() == WRITERS as usize
+        && value(writer, counter, &dependencies) == bytes;
+    well_formed.then_some(dependencies)
 }
 
 /// The child: write until killed.
@@ -73,16 +104,25 @@ fn kill9_child() {
         .map(|part| part.parse().unwrap())
         .collect();
     let db = Arc::new(Db::open(&directory, options()).unwrap());
+    // `acknowledged[w]`: writer w's counters below it are acknowledged (or were recovered).
+    let acknowledged: Arc<Vec<AtomicU64>> =
+        Arc::new(starts.iter().map(|&start| AtomicU64::new(start)).collect());
     println!("ready");
     let threads: Vec<_> = (0..WRITERS)
         .map(|writer| {
             let db = Arc::clone(&db);
+            let acknowledged = Arc::clone(&acknowledged);
             let start = starts[writer as usize];
             std::thread::spawn(move || {
                 let stdout = std::io::stdout();
                 for counter in start.. {
-                    db.put(&data_key(writer, counter), &value(writer, counter))
-                        .unwrap();
+                    let dependencies: Vec<u64> = acknowledged
+                        .iter()
+                        .map(|count| count.load(Ordering::SeqCst))
+                        .collect();
+                    let value = value(writer, counter, &dependencies);
+                    db.put(&data_key(writer, counter), &value).unwrap();
+                    acknowledged[writer as usize].store(counter + 1, Ordering::SeqCst);
                     db.put(&latest_key(writer), counter.to_string().as_bytes())
                         .unwrap();
                     // One write(2) per acknowledgement: a line on an unbuffered handle.
@@ -111,6 +151,8 @@ fn verify(directory: &Path, acked: &[Option<u64>], started: &Verified, cycle: us
         .unwrap_or_else(|error| panic!("cycle {cycle}: reopen after kill -9 failed: {error}"));
     let mut next_counters = Vec::new();
     let mut latest_found = Vec::new();
+    // (writer, counter, dependencies) of every surviving write, checked once all are known.
+    let mut survivors: Vec<(u64, u64, Vec<u64>)> = Vec::new();
     for writer in 0..WRITERS {
         let lower = format!("w{writer}-").into_bytes();
         let upper = format!("w{writer}-:").into_bytes(); // ':' sorts after the digits
@@ -126,7 +168,10 @@ fn verify(directory: &Path, acked: &[Option<u64>], started: &Verified, cycle: us
                 "cycle {cycle}: writer {writer} has a hole before {}",
                 String::from_utf8_lossy(&key)
             );
-            assert_eq!(found, value(writer, expected), "cycle {cycle}: wrong value");
+            let dependencies = parse_value(&found, writer, expected).unwrap_or_else(|| {
+                panic!("cycle {cycle}: writer {writer} counter {expected}: wrong value {found:?}")
+            });
+            survivors.push((writer, expected, dependencies));
             expected += 1;
         }
         let present = expected; // counters 0..present are there, nothing beyond
@@ -157,11 +202,95 @@ fn verify(directory: &Path, acked: &[Option<u64>], started: &Verified, cycle: us
         next_counters.push(present);
         latest_found.push(latest);
     }
+    check_global_prefix(&survivors, &next_counters, cycle);
     db.close().unwrap();
     Verified {
         next_counters,
         latest: latest_found,
     }
+}
+
+/// Recovery kept a prefix of the sequence order: every surviving write's dependencies (writes
+/// acknowledged before it was issued, hence with smaller sequences) survived too.
+fn check_global_prefix(survivors: &[(u64, u64, Vec<u64>)], present: &[u64], cycle: usize) {
+    for (writer, counter, dependencies) in survivors {
+        for (other, (&needed, &present)) in dependencies.iter().zip(present).enumerate() {
+            assert!(
+                needed <= present,
+                "cycle {cycle}: writer {writer} counter {counter} survived, but it was issued \
+                 after writer {other} counters 0..{needed} were acknowledged and only \
+                 0..{present} survived: not a prefix of the sequence order"
+            );
+        }
+    }
+}
+
+/// One child run: starts it from `found`'s counters, kills it (1 in 8 during recovery, else
+/// 20–400 ms after it is ready) and returns each writer's last acknowledged counter and
+/// whether the kill may have landed during recovery.
+fn run_child(
+    executable: &Path,
+    directory: &Path,
+    found: &Verified,
+    rng: &mut SmallRng,
+    cycle: usize,
+) -> (Vec<Option<u64>>, bool) {
+    let mut in_recovery = false;
+    let start: Vec<String> = found.next_counters.iter().map(u64::to_string).collect();
+    let mut child = Command::new(executable)
+        .args(["kill9_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("CAIRN_KILL9_CHILD", directory)
+        .env("CAIRN_KILL9_START", start.join(","))
+        .env("RUST_BACKTRACE", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let acked: Arc<Mutex<Vec<Option<u64>>>> = Arc::new(Mutex::new(vec![None; WRITERS as usize]));
+    let ready = Arc::new(Mutex::new(None::<Instant>));
+    let reader = {
+        let acked = Arc::clone(&acked);
+        let ready = Arc::clone(&ready);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // libtest may print "test kill9_child ... " on the same line.
+                if line.ends_with("ready") {
+                    *ready.lock().unwrap() = Some(Instant::now());
+                } else if let Some(rest) = line.strip_prefix("ack ") {
+                    let mut parts = rest.split(' ');
+                    let writer: usize = parts.next().unwrap().parse().unwrap();
+                    let counter: u64 = parts.next().unwrap().parse().unwrap();
+                    acked.lock().unwrap()[writer] = Some(counter);
+                }
+            }
+        })
+    };
+    if rng.gen_ratio(1, 8) {
+        // Kill during recovery (or just after): no waiting for "ready".
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..40)));
+        in_recovery = true;
+    } else {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while ready.lock().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "child never became ready");
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("cycle {cycle}: child exited early: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(rng.gen_range(20..400)));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    assert!(
+        !status.success(),
+        "cycle {cycle}: child finished on its own"
+    );
+    let acked = acked.lock().unwrap().clone();
+    (acked, in_recovery)
 }
 
 #[test]
@@ -190,61 +319,8 @@ fn kill9_loop() {
             directory = base.join(format!("db{cycle}"));
             found = fresh();
         }
-        let start: Vec<String> = found.next_counters.iter().map(u64::to_string).collect();
-        let mut child = Command::new(&executable)
-            .args(["kill9_child", "--exact", "--nocapture", "--test-threads=1"])
-            .env("CAIRN_KILL9_CHILD", &directory)
-            .env("CAIRN_KILL9_START", start.join(","))
-            .env("RUST_BACKTRACE", "0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let acked: Arc<Mutex<Vec<Option<u64>>>> =
-            Arc::new(Mutex::new(vec![None; WRITERS as usize]));
-        let ready = Arc::new(Mutex::new(None::<Instant>));
-        let reader = {
-            let acked = Arc::clone(&acked);
-            let ready = Arc::clone(&ready);
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    // libtest may print "test kill9_child ... " on the same line.
-                    if line.ends_with("ready") {
-                        *ready.lock().unwrap() = Some(Instant::now());
-                    } else if let Some(rest) = line.strip_prefix("ack ") {
-                        let mut parts = rest.split(' ');
-                        let writer: usize = parts.next().unwrap().parse().unwrap();
-                        let counter: u64 = parts.next().unwrap().parse().unwrap();
-                        acked.lock().unwrap()[writer] = Some(counter);
-                    }
-                }
-            })
-        };
-        if rng.gen_ratio(1, 8) {
-            // Kill during recovery (or just after): no waiting for "ready".
-            std::thread::sleep(Duration::from_millis(rng.gen_range(0..40)));
-            during_recovery += 1;
-        } else {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while ready.lock().unwrap().is_none() {
-                assert!(Instant::now() < deadline, "child never became ready");
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("cycle {cycle}: child exited early: {status}");
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            std::thread::sleep(Duration::from_millis(rng.gen_range(20..400)));
-        }
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        reader.join().unwrap();
-        assert!(
-            !status.success(),
-            "cycle {cycle}: child finished on its own"
-        );
-        let acked = acked.lock().unwrap().clone();
+        let (acked, in_recovery) = run_child(&executable, &directory, &found, &mut rng, cycle);
+        during_recovery += usize::from(in_recovery);
         for (writer, acked) in acked.iter().enumerate() {
             if let Some(acked) = acked {
                 total_acked += acked + 1 - found.next_counters[writer];

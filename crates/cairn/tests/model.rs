@@ -1,313 +1,186 @@
 //! Model test: random operation sequences against a `BTreeMap` oracle.
 //!
-//! Each sequence mixes puts, deletes, gets, forward and reverse ranges, batches, snapshots
-//! (read later, after more writes), flushes, compactions and close/reopen, and runs under
-//! several option sets — one with a tiny memtable and tiny blocks so that flushes and
-//! compactions happen every few operations. On a divergence the test shrinks the sequence
-//! (delta debugging) and prints the seed and the shrunk operation list.
+//! Each sequence (`common/ops.rs`) mixes puts, deletes (some with `sync: true`), gets, ranges
+//! with every `Bound` kind on both sides in both directions, batches, read-modify-writes
+//! (`update`, `put_if_absent`, `compare_and_swap`, `increment`), snapshots read later (after
+//! more writes), flushes, ranged compactions, clean close/reopen and power loss: a reopen on a
+//! `FaultFs::crash_image`. It runs under several option sets — one with a tiny memtable and
+//! tiny blocks so that flushes and compactions happen every few operations. On a divergence
+//! the test shrinks the sequence (delta debugging) and prints the seed and the shrunk list.
 //!
-//! Scale with `CAIRN_MODEL_SEEDS` (seeds per option set, default 4) and `CAIRN_MODEL_OPS`
-//! (operations per sequence, default 2500); replay one seed with `CAIRN_MODEL_SEED`.
+//! After a power loss the recovered state must equal the oracle at some prefix of the
+//! acknowledged atomic writes that includes every write acknowledged with `sync: true` and
+//! every write before a successful `flush`/`compact_range` (or, without a WAL, a clean close):
+//! the runner keeps the state at that durable floor and the writes after it, and the oracle
+//! continues from the longest matching prefix.
+//!
+//! Scale with `CAIRN_MODEL_SEEDS` (seeds per option set, default 3) and `CAIRN_MODEL_OPS`
+//! (operations per sequence, default 2000); replay one seed with `CAIRN_MODEL_SEED`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cairn::{Compression, Db, MemFs, Options, Snapshot, WriteBatch};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
+mod common;
+#[path = "common/ops.rs"]
+mod ops;
+
+use cairn::{Compression, Db, FaultFs, Options};
+use ops::{execute, generate, shrink, Model, Op, Oracle, Snapshots};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-#[derive(Debug, Clone)]
-enum Op {
-    Put(Vec<u8>, Vec<u8>),
-    Delete(Vec<u8>),
-    Get(Vec<u8>),
-    Range {
-        lower: Option<Vec<u8>>,
-        upper: Option<Vec<u8>>,
-        reverse: bool,
-    },
-    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
-    TakeSnapshot,
-    ReadSnapshot {
-        index: usize,
-        key: Vec<u8>,
-    },
-    ScanSnapshot {
-        index: usize,
-    },
-    ReleaseSnapshot {
-        index: usize,
-    },
-    Flush,
-    Compact,
-    Reopen,
+/// The database, its file system and the oracle with its durable floor.
+struct Runner<'a> {
+    fs: FaultFs,
+    db: Option<Db>,
+    snapshots: Snapshots,
+    oracle: Oracle,
+    /// The oracle's state at the last point every earlier write was durable; `oracle.log`
+    /// holds the atomic writes acknowledged since.
+    durable: Model,
+    make_options: &'a dyn Fn(&FaultFs) -> Options,
 }
 
-fn random_key(rng: &mut SmallRng) -> Vec<u8> {
-    // A small key space so keys are overwritten and deleted often; some keys are prefixes
-    // of others, and the empty key is legal.
-    match rng.gen_range(0..10) {
-        0 => Vec::new(),
-        1 => vec![b'k'; rng.gen_range(1..4)],
-        _ => format!("key{:03}", rng.gen_range(0..150)).into_bytes(),
-    }
-}
+const PATH: &str = "/model-db";
 
-fn random_value(rng: &mut SmallRng) -> Vec<u8> {
-    let length = match rng.gen_range(0..20) {
-        0 => 0,
-        1 => rng.gen_range(200..3000),
-        _ => rng.gen_range(1..40),
-    };
-    (0..length).map(|_| rng.gen()).collect()
-}
-
-fn generate(seed: u64, count: usize) -> Vec<Op> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    (0..count)
-        .map(|_| match rng.gen_range(0..1000) {
-            0..=349 => Op::Put(random_key(&mut rng), random_value(&mut rng)),
-            350..=479 => Op::Delete(random_key(&mut rng)),
-            480..=679 => Op::Get(random_key(&mut rng)),
-            680..=759 => {
-                let lower = rng.gen_bool(0.8).then(|| random_key(&mut rng));
-                let upper = rng.gen_bool(0.8).then(|| random_key(&mut rng));
-                Op::Range {
-                    lower,
-                    upper,
-                    reverse: rng.gen_bool(0.5),
-                }
-            }
-            760..=819 => Op::Batch(
-                (0..rng.gen_range(1..8))
-                    .map(|_| {
-                        let key = random_key(&mut rng);
-                        let value = rng.gen_bool(0.7).then(|| random_value(&mut rng));
-                        (key, value)
-                    })
-                    .collect(),
-            ),
-            820..=844 => Op::TakeSnapshot,
-            845..=889 => Op::ReadSnapshot {
-                index: rng.gen_range(0..4),
-                key: random_key(&mut rng),
-            },
-            890..=909 => Op::ScanSnapshot {
-                index: rng.gen_range(0..4),
-            },
-            910..=934 => Op::ReleaseSnapshot {
-                index: rng.gen_range(0..4),
-            },
-            935..=964 => Op::Flush,
-            965..=984 => Op::Compact,
-            _ => Op::Reopen,
+impl<'a> Runner<'a> {
+    fn new(make_options: &'a dyn Fn(&FaultFs) -> Options) -> Result<Self, String> {
+        let fs = FaultFs::new();
+        let db = Db::open(PATH, make_options(&fs)).map_err(|error| format!("open: {error}"))?;
+        Ok(Runner {
+            fs,
+            db: Some(db),
+            snapshots: Snapshots::new(),
+            oracle: Oracle::default(),
+            durable: Model::new(),
+            make_options,
         })
-        .collect()
-}
+    }
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+    fn wal_enabled(&self) -> bool {
+        (self.make_options)(&self.fs).wal_enabled
+    }
 
-fn model_range(
-    model: &Model,
-    lower: &Option<Vec<u8>>,
-    upper: &Option<Vec<u8>>,
-) -> Vec<(Vec<u8>, Vec<u8>)> {
-    model
-        .iter()
-        .filter(|(key, _)| lower.as_ref().is_none_or(|lower| *key >= lower))
-        .filter(|(key, _)| upper.as_ref().is_none_or(|upper| *key < upper))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect()
-}
+    fn open(&mut self) -> Result<(), String> {
+        let options = (self.make_options)(&self.fs);
+        self.db = Some(Db::open(Path::new(PATH), options).map_err(|e| format!("open: {e}"))?);
+        Ok(())
+    }
 
-fn bound(key: &Option<Vec<u8>>, included: bool) -> Bound<&[u8]> {
-    match key {
-        Some(key) if included => Bound::Included(key.as_slice()),
-        Some(key) => Bound::Excluded(key.as_slice()),
-        None => Bound::Unbounded,
+    fn mark_durable(&mut self) {
+        self.durable = self.oracle.model.clone();
+        self.oracle.log.clear();
+    }
+
+    fn reopen(&mut self) -> Result<(), String> {
+        self.snapshots.clear();
+        self.oracle.snapshots.clear();
+        if let Some(db) = self.db.take() {
+            db.close().map_err(|e| format!("close: {e}"))?;
+        }
+        if !self.wal_enabled() {
+            // Without a WAL a clean close flushes: everything is on disk.
+            self.mark_durable();
+        }
+        self.open()
+    }
+
+    /// Power loss: the database reopens on a crash image and must hold a prefix of the
+    /// acknowledged writes at or past the durable floor.
+    fn crash(&mut self, seed: u64) -> Result<(), String> {
+        self.snapshots.clear();
+        self.oracle.snapshots.clear();
+        let image = self.fs.crash_image(seed);
+        self.fs.crash_now();
+        drop(self.db.take());
+        self.fs = image;
+        self.open()?;
+        let db = self.db.as_ref().ok_or("no db")?;
+        let recovered = common::try_scan(db).map_err(|e| format!("scan after crash: {e}"))?;
+        let mut state = self.durable.clone();
+        let mut matched = (state == recovered).then_some(0);
+        for (index, mutation) in self.oracle.log.iter().enumerate() {
+            for (key, value) in mutation {
+                match value {
+                    Some(value) => state.insert(key.clone(), value.clone()),
+                    None => state.remove(key),
+                };
+            }
+            if state == recovered {
+                matched = Some(index + 1);
+            }
+        }
+        let Some(prefix) = matched else {
+            return Err(format!(
+                "after power loss the database holds {} entries, which is no prefix of the \
+                 {} writes since the durable floor ({} entries)",
+                recovered.len(),
+                self.oracle.log.len(),
+                self.durable.len()
+            ));
+        };
+        self.oracle.log.truncate(prefix);
+        self.oracle.model = recovered;
+        Ok(())
+    }
+
+    fn step(&mut self, op: &Op) -> Result<(), String> {
+        match op {
+            Op::Reopen => return self.reopen(),
+            Op::Crash { seed } => return self.crash(*seed),
+            _ => {}
+        }
+        let db = self.db.as_ref().ok_or("no db")?;
+        let got = execute(db, &mut self.snapshots, op).map_err(|e| e.to_string())?;
+        let expected = self.oracle.apply(op);
+        if got != expected {
+            return Err(format!("returned {got:?}, model {expected:?}"));
+        }
+        let durable_write = op.is_sync_write() && self.wal_enabled();
+        if durable_write || matches!(op, Op::Flush | Op::Compact { .. }) {
+            self.mark_durable();
+        }
+        Ok(())
     }
 }
 
 /// Runs `ops`; returns a description of the first divergence.
-fn run(ops: &[Op], make_options: &dyn Fn(&MemFs) -> Options) -> Result<(), String> {
-    let fs = MemFs::new();
-    let path = Path::new("/model-db");
-    let open = || Db::open(path, make_options(&fs)).map_err(|error| format!("open: {error}"));
-    let mut db = Some(open()?);
-    let mut model = Model::new();
-    let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
+fn run(ops: &[Op], make_options: &dyn Fn(&FaultFs) -> Options) -> Result<(), String> {
+    let mut runner = Runner::new(make_options)?;
     for (step, op) in ops.iter().enumerate() {
-        let fail = |message: String| format!("step {step} ({op:?}): {message}");
-        let current = db.as_ref().ok_or_else(|| fail("no db".into()))?;
-        match op {
-            Op::Put(key, value) => {
-                current.put(key, value).map_err(|e| fail(e.to_string()))?;
-                model.insert(key.clone(), value.clone());
-            }
-            Op::Delete(key) => {
-                current.delete(key).map_err(|e| fail(e.to_string()))?;
-                model.remove(key);
-            }
-            Op::Get(key) => {
-                let got = current.get(key).map_err(|e| fail(e.to_string()))?;
-                if got.as_ref() != model.get(key) {
-                    return Err(fail(format!(
-                        "get returned {got:?}, model has {:?}",
-                        model.get(key)
-                    )));
-                }
-            }
-            Op::Range {
-                lower,
-                upper,
-                reverse,
-            } => {
-                let mut expected = model_range(&model, lower, upper);
-                let iterator = if *reverse {
-                    expected.reverse();
-                    current.range_rev(bound(lower, true), bound(upper, false))
-                } else {
-                    current.range(bound(lower, true), bound(upper, false))
-                }
-                .map_err(|e| fail(e.to_string()))?;
-                let got: Result<Vec<_>, _> = iterator.collect();
-                let got = got.map_err(|e| fail(e.to_string()))?;
-                if got != expected {
-                    return Err(fail(format!(
-                        "range returned {} entries, model {}; first difference at {:?}",
-                        got.len(),
-                        expected.len(),
-                        got.iter().zip(&expected).position(|(a, b)| a != b)
-                    )));
-                }
-            }
-            Op::Batch(entries) => {
-                let mut batch = WriteBatch::new();
-                for (key, value) in entries {
-                    match value {
-                        Some(value) => batch.put(key, value),
-                        None => batch.delete(key),
-                    };
-                }
-                current
-                    .write(&Default::default(), batch)
-                    .map_err(|e| fail(e.to_string()))?;
-                for (key, value) in entries {
-                    match value {
-                        Some(value) => model.insert(key.clone(), value.clone()),
-                        None => model.remove(key),
-                    };
-                }
-            }
-            Op::TakeSnapshot => {
-                if snapshots.len() < 4 {
-                    snapshots.push((current.snapshot(), model.clone()));
-                }
-            }
-            Op::ReadSnapshot { index, key } => {
-                if let Some((snapshot, frozen)) = snapshots.get(*index) {
-                    let got = current
-                        .get_at(snapshot, key)
-                        .map_err(|e| fail(e.to_string()))?;
-                    if got.as_ref() != frozen.get(key) {
-                        return Err(fail(format!(
-                            "snapshot get returned {got:?}, model has {:?}",
-                            frozen.get(key)
-                        )));
-                    }
-                }
-            }
-            Op::ScanSnapshot { index } => {
-                if let Some((snapshot, frozen)) = snapshots.get(*index) {
-                    let got: Result<Vec<_>, _> = current
-                        .range_at(Some(snapshot), Bound::Unbounded, Bound::Unbounded, false)
-                        .map_err(|e| fail(e.to_string()))?
-                        .collect();
-                    let got = got.map_err(|e| fail(e.to_string()))?;
-                    let expected = model_range(frozen, &None, &None);
-                    if got != expected {
-                        return Err(fail(format!(
-                            "snapshot scan returned {} entries, model {}",
-                            got.len(),
-                            expected.len()
-                        )));
-                    }
-                }
-            }
-            Op::ReleaseSnapshot { index } => {
-                if *index < snapshots.len() {
-                    snapshots.remove(*index);
-                }
-            }
-            Op::Flush => current.flush().map_err(|e| fail(e.to_string()))?,
-            Op::Compact => current
-                .compact_range(None, None)
-                .map_err(|e| fail(e.to_string()))?,
-            Op::Reopen => {
-                snapshots.clear();
-                if let Some(db) = db.take() {
-                    db.close().map_err(|e| fail(format!("close: {e}")))?;
-                }
-                db = Some(open().map_err(fail)?);
-            }
-        }
+        runner
+            .step(op)
+            .map_err(|message| format!("step {step} ({op:?}): {message}"))?;
     }
-    // Final full check after a reopen.
-    if let Some(db) = db.as_ref() {
-        if std::env::var("CAIRN_MODEL_VERBOSE").is_ok() {
+    if std::env::var("CAIRN_MODEL_VERBOSE").is_ok() {
+        if let Some(db) = runner.db.as_ref() {
             eprintln!("{}", db.stats());
         }
     }
-    if let Some(db) = db.take() {
-        snapshots.clear();
-        db.close().map_err(|e| format!("final close: {e}"))?;
-    }
-    let db = open()?;
-    let got: Result<Vec<_>, _> = db
-        .range(Bound::Unbounded, Bound::Unbounded)
-        .map_err(|e| e.to_string())?
-        .collect();
-    let got = got.map_err(|e| e.to_string())?;
-    if got != model_range(&model, &None, &None) {
+    // Final full check after a clean reopen.
+    runner.reopen().map_err(|e| format!("final reopen: {e}"))?;
+    let db = runner.db.as_ref().ok_or("no db")?;
+    let got = common::try_scan(db).map_err(|e| e.to_string())?;
+    if got != runner.oracle.model {
         return Err(format!(
             "after the final reopen the database holds {} entries, the model {}",
             got.len(),
-            model.len()
+            runner.oracle.model.len()
         ));
+    }
+    let reverse: Result<Vec<_>, _> = db
+        .range_rev(Bound::Unbounded, Bound::Unbounded)
+        .map_err(|e| e.to_string())?
+        .collect();
+    let reverse = reverse.map_err(|e| e.to_string())?;
+    let forward_reversed: Vec<(Vec<u8>, Vec<u8>)> = got.into_iter().rev().collect();
+    if reverse != forward_reversed {
+        return Err("the final reverse scan differs from the forward scan".into());
     }
     Ok(())
 }
 
-/// Delta debugging: removes chunks of operations while the failure persists.
-fn shrink(mut ops: Vec<Op>, make_options: &dyn Fn(&MemFs) -> Options) -> Vec<Op> {
-    let mut chunk = ops.len() / 2;
-    let mut attempts = 0;
-    while chunk >= 1 && attempts < 2000 {
-        let mut start = 0;
-        let mut removed_any = false;
-        while start < ops.len() && attempts < 2000 {
-            attempts += 1;
-            let end = (start + chunk).min(ops.len());
-            let mut candidate = ops.clone();
-            candidate.drain(start..end);
-            if run(&candidate, make_options).is_err() {
-                ops = candidate;
-                removed_any = true;
-            } else {
-                start += chunk;
-            }
-        }
-        if !removed_any {
-            chunk /= 2;
-        }
-    }
-    ops
-}
-
-fn tiny_options(fs: &MemFs) -> Options {
+fn tiny_options(fs: &FaultFs) -> Options {
     Options {
         file_system: Arc::new(fs.clone()),
         write_buffer_size_bytes: 1024,
@@ -327,14 +200,14 @@ fn tiny_options(fs: &MemFs) -> Options {
     }
 }
 
-fn default_options(fs: &MemFs) -> Options {
+fn default_options(fs: &FaultFs) -> Options {
     Options {
         file_system: Arc::new(fs.clone()),
         ..Options::default()
     }
 }
 
-fn no_wal_lz4_options(fs: &MemFs) -> Options {
+fn no_wal_lz4_options(fs: &FaultFs) -> Options {
     Options {
         file_system: Arc::new(fs.clone()),
         wal_enabled: false,
@@ -349,24 +222,17 @@ fn no_wal_lz4_options(fs: &MemFs) -> Options {
     }
 }
 
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
-
-fn check_option_set(name: &str, make_options: &dyn Fn(&MemFs) -> Options) {
-    let seeds = env_number("CAIRN_MODEL_SEEDS", 4);
-    let count = env_number("CAIRN_MODEL_OPS", 2500) as usize;
+fn check_option_set(name: &str, make_options: &dyn Fn(&FaultFs) -> Options) {
+    let seeds: u64 = common::env_or("CAIRN_MODEL_SEEDS", 3);
+    let count: usize = common::env_or("CAIRN_MODEL_OPS", 2000);
     let seed_list: Vec<u64> = match std::env::var("CAIRN_MODEL_SEED") {
         Ok(seed) => vec![seed.parse().expect("CAIRN_MODEL_SEED must be a number")],
         Err(_) => (0..seeds).map(|index| 0x5eed_0000 + index).collect(),
     };
     for seed in seed_list {
-        let ops = generate(seed, count);
+        let ops = generate(seed, count, true);
         if let Err(message) = run(&ops, make_options) {
-            let shrunk = shrink(ops, make_options);
+            let shrunk = shrink(ops, &|candidate| run(candidate, make_options).is_err());
             let shrunk_message = run(&shrunk, make_options).err().unwrap_or_default();
             panic!(
                 "model divergence with options `{name}`, seed {seed}: {message}\n\

@@ -1,7 +1,9 @@
 //! Code shared by integration tests. It lives in a directory so that cargo does not build it
 //! as a test target of its own; a test includes it with `mod common;`. The linearizability
 //! checker (`linearizability.rs`) is included by `history.rs` alone, with `#[path]`, so that its
-//! unit tests run once rather than in every test binary.
+//! unit tests run once rather than in every test binary; likewise the seeded operation
+//! sequences (`ops.rs`: generator, executor, `BTreeMap` oracle, delta debugging) are included
+//! by `model.rs` and `metamorphic.rs` alone.
 //!
 //! Thread-safety contract: the helpers are free functions over their arguments (plus
 //! `TempDir`, owned by one test); any test thread may call them.
