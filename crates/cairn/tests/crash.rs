@@ -726,7 +726,10 @@ fn workload_spans_switches_flushes_compactions_and_manifest_rollovers() {
     // Counters restart at the reopen, so these count the second half only.
     assert!(stats.counter("memtable_switches") >= 5, "{stats:?}");
     assert!(stats.counter("flushes") >= 5, "{stats:?}");
-    assert!(stats.counter("compactions") >= 3, "{stats:?}");
+    // Compactions run on a background thread: on a loaded machine it falls behind and the
+    // second half saw one compaction where an idle machine sees three or more (seen when CI-like
+    // loads shared the cores). At least one is what the sweep's coverage needs.
+    assert!(stats.counter("compactions") >= 1, "{stats:?}");
     drop(db);
     let names = cairn::FileSystem::list(&fs, Path::new(MEM_DB)).unwrap();
     let manifest = names
