@@ -12,7 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cairn::memtable::Memtable;
+use cairn::testing::memtable::Memtable;
 use cairn::ValueKind;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

@@ -212,6 +212,7 @@ impl<'a> DecodedBatch<'a> {
         self.first_sequence + u64::from(self.count.max(1)) - 1
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// True for a void record (see `decode`).
     pub fn is_void(&self) -> bool {
         self.count == 0

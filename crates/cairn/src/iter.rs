@@ -244,30 +244,7 @@ impl InternalIterator for MergingIterator {
     }
 }
 
-/// An iterator over nothing (for empty levels).
-#[derive(Debug, Default)]
-pub struct EmptyIterator;
-
-impl InternalIterator for EmptyIterator {
-    fn valid(&self) -> bool {
-        false
-    }
-    fn seek_to_first(&mut self) {}
-    fn seek_to_last(&mut self) {}
-    fn seek(&mut self, _target: &[u8]) {}
-    fn next(&mut self) {}
-    fn prev(&mut self) {}
-    fn key(&self) -> &[u8] {
-        &[]
-    }
-    fn value(&self) -> &[u8] {
-        &[]
-    }
-    fn status(&self) -> Result<()> {
-        Ok(())
-    }
-}
-
+#[cfg(test)]
 /// A sorted in-memory list of entries (tests, and small merges).
 #[derive(Debug, Default)]
 pub struct VecIterator {
@@ -275,6 +252,7 @@ pub struct VecIterator {
     position: Option<usize>,
 }
 
+#[cfg(test)]
 impl VecIterator {
     /// Sorts `entries` by internal key and iterates them.
     pub fn new(mut entries: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
@@ -286,6 +264,7 @@ impl VecIterator {
     }
 }
 
+#[cfg(test)]
 impl InternalIterator for VecIterator {
     fn valid(&self) -> bool {
         self.position.is_some()

@@ -6,45 +6,44 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-pub mod coding;
-pub mod epoch;
-pub mod error;
+pub(crate) mod coding;
+pub(crate) mod epoch;
+pub(crate) mod error;
 pub mod fs;
-pub mod fuzzing;
-pub mod hashindex;
-pub mod iter;
-pub mod key;
-pub mod logmem;
-pub mod memory;
-pub mod memstore;
-pub mod memtable;
-pub mod options;
-pub mod pages;
-pub mod sstable;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod fuzzing;
+pub(crate) mod hashindex;
+pub(crate) mod iter;
+pub(crate) mod key;
+pub(crate) mod logmem;
+pub(crate) mod memory;
+pub(crate) mod memstore;
+pub(crate) mod memtable;
+pub(crate) mod options;
+pub(crate) mod pages;
+pub(crate) mod sstable;
 
 pub use error::{Error, Result};
-/// The fault-injecting file system under its former path (`fs::fault`).
-pub use fs::fault as fault_fs;
 pub use fs::{FaultFs, FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, ValueKind};
 pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};
 pub use options::{Compression, Options, ReadOptions, WriteOptions};
 
-pub mod batch;
-pub mod compaction;
-pub mod db;
-pub mod db_iter;
-pub mod filename;
-pub mod sequence;
-pub mod snapshot;
-pub mod stats;
-pub mod sync;
-pub mod table_cache;
+pub(crate) mod batch;
+pub(crate) mod compaction;
+pub(crate) mod db;
+pub(crate) mod db_iter;
+pub(crate) mod filename;
+pub(crate) mod sequence;
+pub(crate) mod snapshot;
+pub(crate) mod stats;
+pub(crate) mod sync;
+pub(crate) mod table_cache;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod version;
-pub mod wal;
-pub mod wal_writer;
+pub(crate) mod version;
+pub(crate) mod wal;
+pub(crate) mod wal_writer;
 
 pub use batch::WriteBatch;
 pub use compaction::{CompactionFilter, FilterDecision};

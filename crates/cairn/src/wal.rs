@@ -48,11 +48,20 @@ pub fn record_header(payload: &[u8]) -> u64 {
 }
 
 /// Appends records to a log file.
-#[derive(Debug)]
 pub struct LogWriter {
     file: Box<dyn WritableFile>,
     path: PathBuf,
     header: Vec<u8>,
+}
+
+impl std::fmt::Debug for LogWriter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("LogWriter")
+            .field("path", &self.path)
+            .field("size_bytes", &self.file.size_bytes())
+            .finish()
+    }
 }
 
 impl LogWriter {
@@ -82,6 +91,7 @@ impl LogWriter {
         self.file.append(&[0u8; RECORD_ALIGNMENT][..padding])
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Hands appended records to the operating system (survives a process crash).
     pub fn flush(&mut self) -> Result<()> {
         self.file.flush()
@@ -97,6 +107,7 @@ impl LogWriter {
         self.file.size_bytes()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The log's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -300,6 +300,7 @@ impl std::fmt::Debug for Log {
         formatter
             .debug_struct("Log")
             .field("number", &self.number)
+            .field("path", &self.path)
             .field("written_sequence", &self.written_sequence())
             .finish()
     }
@@ -613,16 +614,6 @@ impl Log {
             }
             spin_wait(&mut round);
         }
-    }
-
-    /// The error that stopped this log, if any.
-    pub fn error(&self) -> Option<Error> {
-        self.failed.get().cloned()
-    }
-
-    /// The WAL path.
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
     }
 }
 

@@ -29,10 +29,6 @@ use std::sync::Arc;
 pub struct Leveled;
 
 impl CompactionPolicy for Leveled {
-    fn name(&self) -> &'static str {
-        "leveled"
-    }
-
     fn choose(&self, version: &Version, state: &CompactionState) -> Choice {
         let scores = level_scores(version, &state.shape);
         let mut candidates: Vec<(usize, f64)> = scores

@@ -33,10 +33,10 @@ mod policy;
 #[cfg(test)]
 mod tests;
 
-pub use filter::{CompactionFilter, Decision, FilterDecision, VersionFilter};
-pub use leveled::{level_scores, level_size_bytes_max, Leveled};
+pub use filter::{CompactionFilter, FilterDecision, VersionFilter};
+pub use leveled::{level_scores, Leveled};
 pub use output::{write_tables, OutputSettings};
-pub use plan::{OutputRun, Plan};
+pub use plan::Plan;
 pub use policy::{Choice, CompactionPolicy, CompactionState};
 
 use crate::version::{FileMeta, Version};

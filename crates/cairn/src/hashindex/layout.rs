@@ -56,11 +56,13 @@ impl Layout {
             })
     }
 
+    #[cfg(test)]
     /// Entries per bucket.
     pub fn entries_per_bucket(&self) -> usize {
         self.entries
     }
 
+    #[cfg(test)]
     /// Bits of each entry's tag.
     pub fn tag_bits(&self) -> u32 {
         self.tag_bits

@@ -223,11 +223,6 @@ impl HashIndex {
         })
     }
 
-    /// The entry layout chosen at construction.
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-
     fn partition(&self, hash: u64) -> &Partition {
         // Cannot panic: the mask is `partitions.len() - 1` and the length is a power of two.
         &self.partitions[((hash >> 40) as usize) & self.partition_mask]

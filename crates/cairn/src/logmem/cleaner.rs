@@ -89,12 +89,6 @@ impl LogMemory {
         }
     }
 
-    /// Live bytes of a segment.
-    pub fn segment_live_bytes(&self, segment_index: u32) -> i64 {
-        self.segment(segment_index)
-            .map_or(0, |segment| segment.live_bytes.load(Ordering::Relaxed))
-    }
-
     /// Queues a compacted segment (no longer referenced by the index) for reuse after the epoch
     /// passes. Must be called after the last index entry pointing into it was replaced.
     pub fn retire(&self, segment_index: u32, epochs: &EpochTable) {
@@ -152,10 +146,5 @@ impl LogMemory {
     /// Segments waiting in the reclamation queue.
     pub fn retired_count(&self) -> usize {
         Self::lock(&self.retired).len()
-    }
-
-    /// Sealed segments waiting for compaction.
-    pub fn candidate_count(&self) -> usize {
-        Self::lock(&self.candidates).len()
     }
 }

@@ -291,11 +291,6 @@ impl LogMemory {
         self.total_blocks
     }
 
-    /// Block size.
-    pub fn block_bytes(&self) -> usize {
-        self.block_bytes
-    }
-
     fn segment(&self, segment: u32) -> Option<&Segment> {
         let index = segment as usize;
         if index >= self.segment_slots {

@@ -86,11 +86,7 @@ impl KeyIndex {
         }
     }
 
-    /// Number of slots.
-    pub fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes of the slot array.
     pub fn memory_bytes(&self) -> usize {
         self.slots.len() * std::mem::size_of::<AtomicU64>()

@@ -55,8 +55,7 @@ mod sorted;
 mod tests;
 
 pub use insert::InsertHint;
-pub use iter::MemtableIterator;
-pub use sorted::{SortedNodes, SortedNodesIterator};
+pub use sorted::SortedNodes;
 
 use crate::key::{SequenceNumber, ValueKind};
 use arena::Arena;
@@ -173,11 +172,13 @@ impl Memtable {
         self.arena.allocated_bytes()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes of the key index (allocated up front, supplied by the system as touched).
     pub fn index_memory_bytes(&self) -> usize {
         self.index.memory_bytes()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// True if the key index overflowed and lookups search the skiplist (see [`index`]).
     pub fn index_saturated(&self) -> bool {
         self.index.is_saturated()

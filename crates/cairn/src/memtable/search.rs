@@ -191,6 +191,7 @@ impl Memtable {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The newest version of `user_key` with sequence `<= snapshot`: `Some((kind, value))`,
     /// or `None` if there is none. Never allocates, never blocks.
     pub fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<(ValueKind, &[u8])> {

@@ -70,7 +70,7 @@ impl Memtable {
             nodes.extend_from_slice(&output);
         }
         SortedNodes {
-            memtable: Arc::clone(self),
+            _memtable: Arc::clone(self),
             nodes,
         }
     }
@@ -151,7 +151,8 @@ struct Walk {
 
 /// A memtable's nodes in key order (see [`Memtable::sorted_nodes`]); keeps the memtable alive.
 pub struct SortedNodes {
-    memtable: Arc<Memtable>,
+    /// Never read: holding it keeps the nodes' arena alive (the pointers below point into it).
+    _memtable: Arc<Memtable>,
     nodes: Vec<*const Node>,
 }
 
@@ -187,13 +188,9 @@ impl SortedNodes {
     }
 
     /// True if nothing was gathered.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
-    }
-
-    /// The memtable the nodes belong to.
-    pub fn memtable(&self) -> &Arc<Memtable> {
-        &self.memtable
     }
 
     /// Calls `visit` with every internal key in order, prefetching ahead.

@@ -101,6 +101,7 @@ impl BlockBuilder {
         self.entry_count == 0
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The last key added (empty if none).
     pub fn last_key(&self) -> &[u8] {
         &self.last_key

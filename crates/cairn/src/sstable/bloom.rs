@@ -80,11 +80,13 @@ impl BloomFilterBuilder {
         self.hashes.push(bloom_hash(user_key));
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of keys added.
     pub fn len(&self) -> usize {
         self.hashes.len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// True if no key was added.
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()
@@ -196,16 +198,19 @@ impl BloomFilter {
         true
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of 64-byte blocks.
     pub fn block_count(&self) -> u32 {
         self.block_count
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of probes per key.
     pub fn probes(&self) -> u32 {
         self.probes
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes of filter bits held in memory.
     pub fn size_bytes(&self) -> usize {
         self.bits.len()

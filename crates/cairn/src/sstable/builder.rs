@@ -162,6 +162,7 @@ impl TableBuilder {
         self.offset
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Entries added so far.
     pub fn entry_count(&self) -> u64 {
         self.properties.entry_count
@@ -204,6 +205,7 @@ impl TableBuilder {
         Ok(())
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Writes the remaining data, filter, properties, index and footer, then syncs the file.
     /// Returns the table's properties.
     pub fn finish(self) -> Result<TableProperties> {

@@ -181,6 +181,7 @@ impl BlockCache {
             .sum()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of cached blocks.
     pub fn entry_count(&self) -> usize {
         self.shards
@@ -195,6 +196,7 @@ impl BlockCache {
             .sum()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The configured capacity.
     pub fn capacity_bytes(&self) -> usize {
         self.capacity

@@ -238,6 +238,7 @@ pub struct BlockContents {
     pub compressed: bool,
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Reads the block at `handle`, verifies its checksum when `verify` is set, and decompresses it.
 pub fn read_block(
     file: &dyn RandomAccessFile,

@@ -33,10 +33,12 @@ pub mod reader;
 #[cfg(test)]
 mod tests;
 
-pub use block::{Block, BlockBuilder, BlockIterator, BlockOrigin};
+#[cfg(any(test, feature = "testing"))]
+pub use block::{Block, BlockBuilder, BlockOrigin};
 pub use bloom::{BloomFilter, BloomFilterBuilder};
 pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;
-pub use format::{read_block, BlockHandle, Compression, Footer};
-pub use properties::TableProperties;
-pub use reader::{Table, TableGet, TableIterator};
+pub use format::Compression;
+#[cfg(any(test, feature = "testing"))]
+pub use format::{read_block, BlockHandle, Footer};
+pub use reader::{Table, TableIterator};

@@ -4,6 +4,7 @@
 //! threads. Invariants checked: reads equal an independent oracle, and corruption is always an
 //! error, never wrong data or a panic.
 
+use super::properties::TableProperties;
 use super::*;
 use crate::error::Error;
 use crate::fs::{FileSystem, MemFs};

@@ -41,7 +41,7 @@ mod set;
 mod tests;
 
 pub use edit::{AddedFile, VersionEdit};
-pub use set::{RecoveredManifest, VersionSet};
+pub use set::VersionSet;
 
 use crate::key::{compare_internal_keys, user_key, SequenceNumber};
 use crate::sstable::Table;
@@ -202,6 +202,7 @@ impl Level {
         &self.files
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of runs.
     pub fn run_count(&self) -> usize {
         self.run_ends.len()
