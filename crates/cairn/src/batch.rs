@@ -76,14 +76,14 @@ impl WriteBatch {
     }
 
     /// A batch of one put, sized exactly (growing from empty reallocated about four times).
-    pub fn single_put(key: &[u8], value: &[u8]) -> Self {
+    pub(crate) fn single_put(key: &[u8], value: &[u8]) -> Self {
         let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, value));
         batch.put(key, value);
         batch
     }
 
     /// A batch of one delete, sized exactly.
-    pub fn single_delete(key: &[u8]) -> Self {
+    pub(crate) fn single_delete(key: &[u8]) -> Self {
         let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
         batch.delete(key);
         batch
@@ -157,7 +157,7 @@ impl WriteBatch {
     }
 
     /// Iterates the entries as `(kind, key, value)`; value is empty for deletes.
-    pub fn iter(&self) -> BatchEntries<'_> {
+    pub(crate) fn iter(&self) -> BatchEntries<'_> {
         BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count)
     }
 }

@@ -25,7 +25,7 @@ pub(crate) mod sstable;
 
 pub use error::{Error, Result};
 pub use fs::{FaultFs, FileSystem, MemFs, StdFs};
-pub use key::{SequenceNumber, ValueKind};
+pub use key::SequenceNumber;
 pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};
 pub use options::{Compression, Options, ReadOptions, WriteOptions};
 

@@ -70,8 +70,8 @@ fn added(number: u64, low: &[u8], high: &[u8]) -> AddedFile {
     AddedFile {
         number,
         size_bytes: 100,
-        smallest: cairn::testing::key::internal_key(low, 2, cairn::ValueKind::Put),
-        largest: cairn::testing::key::internal_key(high, 1, cairn::ValueKind::Put),
+        smallest: cairn::testing::key::internal_key(low, 2, cairn::testing::key::ValueKind::Put),
+        largest: cairn::testing::key::internal_key(high, 1, cairn::testing::key::ValueKind::Put),
         smallest_sequence: 1,
         largest_sequence: 2,
     }
