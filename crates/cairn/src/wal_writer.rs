@@ -189,15 +189,32 @@ impl Segment {
     }
 
     /// Copies a record's payload into its reserved region and publishes it.
-    pub fn publish(&self, offset: usize, payload: &[u8]) {
+    ///
+    /// Panics if the record would not fit the buffer at `offset` or `offset` is not 8-byte
+    /// aligned: both are checked on every call (two comparisons), so no offset, however
+    /// wrong, makes the copy leave the buffer.
+    ///
+    /// # Safety
+    ///
+    /// `offset` must be the offset of a [`Reserve::Reserved`] the caller got from this
+    /// segment and has not published yet, and `record_bytes(payload.len())` must not exceed
+    /// the bytes that reservation asked for. The region is then the caller's alone
+    /// (invariant 1): no other thread writes it, and the leader reads its payload only after
+    /// the header's release store below. Publishing twice, or past the reservation, races
+    /// with another writer's copy or the leader's read.
+    pub unsafe fn publish(&self, offset: usize, payload: &[u8]) {
         if self.buffer.is_null() {
             return; // a log without a file: sequences only
         }
-        debug_assert!(offset + record_bytes(payload.len()) <= self.capacity_bytes);
-        debug_assert_eq!(offset % 8, 0);
-        // SAFETY: `[offset, offset + record_bytes)` was reserved by this writer alone
-        // (invariant 1) and lies inside the buffer; the header slot is 8-byte aligned because
-        // every reservation is a multiple of 8 bytes from an 8-aligned buffer.
+        let end = offset.checked_add(record_bytes(payload.len()));
+        assert!(
+            end.is_some_and(|end| end <= self.capacity_bytes) && offset.is_multiple_of(8),
+            "a WAL record of {} bytes at offset {offset} is outside the {}-byte segment",
+            payload.len(),
+            self.capacity_bytes
+        );
+        // SAFETY: `[offset, end)` lies inside the buffer and is 8-aligned (asserted above;
+        // the buffer is 8-aligned), and is this caller's alone (the function's contract).
         unsafe {
             std::ptr::copy_nonoverlapping(
                 payload.as_ptr(),
@@ -705,7 +722,9 @@ mod tests {
                         else {
                             panic!("sealed")
                         };
-                        segment.publish(offset, batch.encode(sequence));
+                        // SAFETY: `offset` is this thread's fresh reservation of
+                        // `reservation_bytes(size_bytes())`, exactly the encoded record.
+                        unsafe { segment.publish(offset, batch.encode(sequence)) };
                         log.wait_durable(sequence, round % 10 == 0).unwrap();
                     }
                 })

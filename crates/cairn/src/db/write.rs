@@ -63,7 +63,9 @@ impl DbInner {
         let first = reservation.first;
         let record_length = {
             let record = batch.encode(first);
-            reservation.segment.publish(reservation.offset, record);
+            // SAFETY: the reservation is this writer's own, made for `size_bytes()` of
+            // payload, which is what `encode` returns; it is published once, here.
+            unsafe { reservation.segment.publish(reservation.offset, record) };
             record.len()
         };
         // A malformed entry is unreachable after `validate`; if it happens the range must
