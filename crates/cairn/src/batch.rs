@@ -135,7 +135,7 @@ impl WriteBatch {
                 self.len()
             )));
         }
-        for entry in BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count) {
+        for entry in self.iter() {
             let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
             check_key(key)?;
             check_value(value)?;
@@ -158,7 +158,13 @@ impl WriteBatch {
 
     /// Iterates the entries as `(kind, key, value)`; value is empty for deletes.
     pub(crate) fn iter(&self) -> BatchEntries<'_> {
-        BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count)
+        // The representation always starts with the header (`new` writes it), so the
+        // fallback never runs; it keeps this path free of a panicking slice.
+        let entries = self
+            .representation
+            .get(BATCH_HEADER_BYTES..)
+            .unwrap_or_default();
+        BatchEntries::new(entries, self.count)
     }
 }
 

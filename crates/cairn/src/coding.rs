@@ -92,6 +92,9 @@ impl<'a> Reader<'a> {
 }
 
 /// Appends a `u32` length prefix and `data`.
+// Every length-prefixed field is a key, a value or a file name, all bounded far below 4 GiB
+// when they were accepted (the debug assertion re-checks it in tests).
+#[allow(clippy::cast_possible_truncation)]
 #[inline]
 pub fn put_length_prefixed(buffer: &mut Vec<u8>, data: &[u8]) {
     debug_assert!(u32::try_from(data.len()).is_ok());
@@ -99,7 +102,7 @@ pub fn put_length_prefixed(buffer: &mut Vec<u8>, data: &[u8]) {
     buffer.extend_from_slice(data);
 }
 
-/// crc32c of `data`, masked as LevelDB does so that a checksum stored inside checksummed data
+/// crc32c of `data`, masked as `LevelDB` does so that a checksum stored inside checksummed data
 /// does not checksum to a fixed point.
 #[inline]
 pub fn masked_crc(data: &[u8]) -> u32 {

@@ -1,4 +1,4 @@
-//! Page-granular anonymous memory taken straight from the operating system, for the MemStore's
+//! Page-granular anonymous memory taken straight from the operating system, for the `MemStore`'s
 //! log arena and hash-index tables.
 //!
 //! Job: memory whose residency the store controls. A region is mapped zero-filled and costs no

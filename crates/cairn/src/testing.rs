@@ -52,7 +52,7 @@ pub mod key {
     pub use crate::key::{internal_key, ValueKind};
 }
 
-/// The MemStore's log objects.
+/// The `MemStore`'s log objects.
 pub mod logmem {
     /// Object layout.
     pub mod object {
@@ -65,7 +65,7 @@ pub mod memtable {
     pub use crate::memtable::Memtable;
 }
 
-/// SSTable blocks, filters, footers and tables.
+/// `SSTable` blocks, filters, footers and tables.
 pub mod sstable {
     pub use crate::sstable::{
         read_block, Block, BlockBuilder, BlockHandle, BlockOrigin, BloomFilter, BloomFilterBuilder,

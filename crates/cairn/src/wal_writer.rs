@@ -107,9 +107,8 @@ impl Segment {
         let buffer = if capacity_bytes == 0 {
             std::ptr::null_mut()
         } else {
-            let layout = match Layout::from_size_align(capacity_bytes, 8) {
-                Ok(layout) => layout,
-                Err(_) => handle_alloc_error(Layout::new::<u64>()),
+            let Ok(layout) = Layout::from_size_align(capacity_bytes, 8) else {
+                handle_alloc_error(Layout::new::<u64>())
             };
             // SAFETY: non-zero size. Zeroed memory is required: a zero header means "not
             // published yet".
@@ -413,8 +412,7 @@ impl Log {
                     let end_sequence = segment
                         .sealed_end
                         .get()
-                        .map(|&(_, end)| end)
-                        .unwrap_or(segment.base_sequence);
+                        .map_or(segment.base_sequence, |&(_, end)| end);
                     let capacity = if self.has_file {
                         self.segment_bytes.max(bytes)
                     } else {
@@ -551,7 +549,7 @@ impl Log {
         let mut state = self
             .leader
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if state.retired {
             return Ok(());
         }
@@ -578,7 +576,7 @@ impl Log {
         let mut state = self
             .leader
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         state.retired = true;
         state.previous = None;
         state.file = None;
@@ -662,7 +660,7 @@ mod tests {
                     for round in 0..5000u64 {
                         match log.reserve(1 + round % 3, 0) {
                             Reserve::Reserved { sequence, .. } => {
-                                got.push((sequence, 1 + round % 3))
+                                got.push((sequence, 1 + round % 3));
                             }
                             Reserve::Sealed => break,
                         }
@@ -677,7 +675,7 @@ mod tests {
             .into_iter()
             .flat_map(|h| h.join().unwrap())
             .collect();
-        all.sort();
+        all.sort_unstable();
         let mut expected = 10;
         for (sequence, count) in all {
             assert_eq!(sequence, expected, "hole or overlap");

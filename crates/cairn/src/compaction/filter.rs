@@ -83,7 +83,7 @@ impl<'a> VersionFilter<'a> {
         snapshots: &'a [SequenceNumber],
         base_level_version: Option<(&'a Version, usize)>,
     ) -> Self {
-        debug_assert!(snapshots.windows(2).all(|pair| pair[0] <= pair[1]));
+        debug_assert!(snapshots.is_sorted());
         VersionFilter {
             snapshots,
             base_level_version,

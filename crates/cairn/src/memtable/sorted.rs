@@ -172,12 +172,14 @@ unsafe impl Send for SortedNodes {}
 unsafe impl Sync for SortedNodes {}
 
 /// Prefetches the cache lines a cursor reads of `node`: header and key, then the value.
+// Always inlined, for the same reason as `prefetch`.
+#[allow(clippy::inline_always)]
 #[inline(always)]
 fn prefetch_entry(node: Option<&*const Node>) {
     if let Some(&node) = node {
         prefetch(node);
-        prefetch((node as *const u8).wrapping_add(64) as *const Node);
-        prefetch((node as *const u8).wrapping_add(128) as *const Node);
+        prefetch(node.cast::<u8>().wrapping_add(64).cast::<Node>());
+        prefetch(node.cast::<u8>().wrapping_add(128).cast::<Node>());
     }
 }
 

@@ -1,4 +1,4 @@
-//! Low-level SSTable framing: block handles, the per-block trailer, the footer, and
+//! Low-level `SSTable` framing: block handles, the per-block trailer, the footer, and
 //! [`read_block`], which fetches one block from a file, checks its checksum and decompresses it.
 //! The byte layouts are in docs/format.md ("Block trailer", "Block handle", "Footer"); the
 //! constants below mirror their offsets and sizes.

@@ -16,7 +16,7 @@
 //!
 //! # File layout
 //!
-//! docs/format.md, "SSTable", is the one description of the bytes (data blocks, filter,
+//! docs/format.md, "`SSTable`", is the one description of the bytes (data blocks, filter,
 //! properties, index, footer, block trailer) and of the checks on open; the constants in
 //! [`format`](mod@format) and [`bloom`] mirror its offsets and sizes. The table format version
 //! ([`format::FORMAT_VERSION`]) is stored in the footer and the properties block; docs/format.md,

@@ -1,4 +1,4 @@
-//! [`Table`]: an open, immutable SSTable, with point lookups and a two-level iterator.
+//! [`Table`]: an open, immutable `SSTable`, with point lookups and a two-level iterator.
 //!
 //! Opening reads and checks the footer (magic, checksum, format version), then loads the index
 //! block (fence pointers), the Bloom filter and the properties into memory for the table's
@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-/// An open SSTable.
+/// An open `SSTable`.
 pub struct Table {
     file: Arc<dyn RandomAccessFile>,
     path: Arc<Path>,
