@@ -1,8 +1,8 @@
-//! cargo-fuzz target: see `cairn::fuzzing::fuzz_wal` for what it drives and checks.
+//! cargo-fuzz target: see `cairn::testing::fuzzing::fuzz_wal` for what it drives and checks.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    cairn::fuzzing::fuzz_wal(data);
+    cairn::testing::fuzzing::fuzz_wal(data);
 });

@@ -88,8 +88,7 @@ impl DbStore {
     /// the log, and with it every earlier record.
     fn sync_log(&self) -> cairn::Result<()> {
         if self.sync {
-            self.db
-                .write(&self.options(), WriteBatch::single_delete(SYNC_KEY))?;
+            self.db.delete_with(&self.options(), SYNC_KEY)?;
         }
         Ok(())
     }

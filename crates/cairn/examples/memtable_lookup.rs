@@ -12,8 +12,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cairn::memtable::Memtable;
-use cairn::ValueKind;
+use cairn::testing::key::ValueKind;
+use cairn::testing::memtable::Memtable;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::Instant;

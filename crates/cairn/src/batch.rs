@@ -96,14 +96,14 @@ impl WriteBatch {
     }
 
     /// A batch of one put, sized exactly (growing from empty reallocated about four times).
-    pub fn single_put(key: &[u8], value: &[u8]) -> Self {
+    pub(crate) fn single_put(key: &[u8], value: &[u8]) -> Self {
         let mut batch = WriteBatch::with_capacity(WriteBatch::put_bytes(key, value));
         batch.put(key, value);
         batch
     }
 
     /// A batch of one delete, sized exactly.
-    pub fn single_delete(key: &[u8]) -> Self {
+    pub(crate) fn single_delete(key: &[u8]) -> Self {
         let mut batch = WriteBatch::with_capacity(WriteBatch::delete_bytes(key));
         batch.delete(key);
         batch
@@ -156,7 +156,7 @@ impl WriteBatch {
             )));
         }
         check_batch_bytes(self.size_bytes(), BATCH_BYTES_MAX)?;
-        for entry in BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count) {
+        for entry in self.iter() {
             let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
             check_key(key)?;
             check_value(value)?;
@@ -178,8 +178,14 @@ impl WriteBatch {
     }
 
     /// Iterates the entries as `(kind, key, value)`; value is empty for deletes.
-    pub fn iter(&self) -> BatchEntries<'_> {
-        BatchEntries::new(&self.representation[BATCH_HEADER_BYTES..], self.count)
+    pub(crate) fn iter(&self) -> BatchEntries<'_> {
+        // The representation always starts with the header (`new` writes it), so the
+        // fallback never runs; it keeps this path free of a panicking slice.
+        let entries = self
+            .representation
+            .get(BATCH_HEADER_BYTES..)
+            .unwrap_or_default();
+        BatchEntries::new(entries, self.count)
     }
 }
 
@@ -233,6 +239,7 @@ impl<'a> DecodedBatch<'a> {
         self.first_sequence + u64::from(self.count.max(1)) - 1
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// True for a void record (see `decode`).
     pub fn is_void(&self) -> bool {
         self.count == 0

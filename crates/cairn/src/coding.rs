@@ -4,12 +4,6 @@
 //! `None` instead of panicking when the input is short, so decoders of untrusted bytes turn
 //! truncation into a corruption error.
 
-/// Appends a `u16`.
-#[inline]
-pub fn put_u16(buffer: &mut Vec<u8>, value: u16) {
-    buffer.extend_from_slice(&value.to_le_bytes());
-}
-
 /// Appends a `u32`.
 #[inline]
 pub fn put_u32(buffer: &mut Vec<u8>, value: u32) {
@@ -20,14 +14,6 @@ pub fn put_u32(buffer: &mut Vec<u8>, value: u32) {
 #[inline]
 pub fn put_u64(buffer: &mut Vec<u8>, value: u64) {
     buffer.extend_from_slice(&value.to_le_bytes());
-}
-
-/// Reads a `u16` at `offset`.
-#[inline]
-pub fn get_u16(bytes: &[u8], offset: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(
-        bytes.get(offset..offset.checked_add(2)?)?.try_into().ok()?,
-    ))
 }
 
 /// Reads a `u32` at `offset`.
@@ -106,6 +92,9 @@ impl<'a> Reader<'a> {
 }
 
 /// Appends a `u32` length prefix and `data`.
+// Every length-prefixed field is a key, a value or a file name, all bounded far below 4 GiB
+// when they were accepted (the debug assertion re-checks it in tests).
+#[allow(clippy::cast_possible_truncation)]
 #[inline]
 pub fn put_length_prefixed(buffer: &mut Vec<u8>, data: &[u8]) {
     debug_assert!(u32::try_from(data.len()).is_ok());
@@ -113,7 +102,7 @@ pub fn put_length_prefixed(buffer: &mut Vec<u8>, data: &[u8]) {
     buffer.extend_from_slice(data);
 }
 
-/// crc32c of `data`, masked as LevelDB does so that a checksum stored inside checksummed data
+/// crc32c of `data`, masked as `LevelDB` does so that a checksum stored inside checksummed data
 /// does not checksum to a fixed point.
 #[inline]
 pub fn masked_crc(data: &[u8]) -> u32 {

@@ -5,7 +5,7 @@
 //! sequence — nothing if that version is a tombstone. It owns an `Arc` of the super version it
 //! reads, so the files and memtables under it stay alive however the database changes.
 //!
-//! Invariants (as LevelDB's DBIter):
+//! Invariants (as `LevelDB`'s DBIter):
 //! 1. Forward direction: the inner iterator is positioned at the entry that yields the current
 //!    key and value.
 //! 2. Reverse direction: the inner iterator is positioned just before every entry of the

@@ -305,6 +305,7 @@ impl EpochTable {
         }
     }
 
+    #[cfg(test)]
     /// Current global epoch (for tests and diagnostics).
     pub fn current(&self) -> u64 {
         self.global.load(Ordering::SeqCst)
@@ -332,6 +333,7 @@ impl EpochTable {
         minimum
     }
 
+    #[cfg(test)]
     /// True when something retired with `stamp` can no longer be reached by any thread.
     pub fn is_safe(&self, stamp: u64) -> bool {
         stamp < self.safe_below()

@@ -81,7 +81,11 @@ impl Error {
     }
 
     /// Builds a corruption error.
-    pub fn corruption(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
         Error::Corruption {
             file: file.into(),
             offset,

@@ -3,7 +3,7 @@
 //! | file | name |
 //! | --- | --- |
 //! | write-ahead log | `NNNNNN.log` |
-//! | SSTable | `NNNNNN.sst` |
+//! | `SSTable` | `NNNNNN.sst` |
 //! | MANIFEST | `MANIFEST-NNNNNN` |
 //! | pointer to the live MANIFEST | `CURRENT` (and `CURRENT.tmp` while it is replaced) |
 //! | directory lock | `LOCK` |
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 pub enum FileKind {
     /// A write-ahead log.
     Wal(u64),
-    /// An SSTable.
+    /// An `SSTable`.
     Table(u64),
     /// A MANIFEST.
     Manifest(u64),
@@ -35,7 +35,7 @@ pub fn wal_path(directory: &Path, number: u64) -> PathBuf {
     directory.join(format!("{number:06}.log"))
 }
 
-/// Path of SSTable `number`.
+/// Path of `SSTable` `number`.
 pub fn table_path(directory: &Path, number: u64) -> PathBuf {
     directory.join(format!("{number:06}.sst"))
 }
@@ -101,7 +101,7 @@ mod tests {
         let directory = Path::new("/d");
         for (path, kind) in [
             (wal_path(directory, 7), FileKind::Wal(7)),
-            (table_path(directory, 1234567), FileKind::Table(1234567)),
+            (table_path(directory, 1_234_567), FileKind::Table(1_234_567)),
             (manifest_path(directory, 3), FileKind::Manifest(3)),
             (current_path(directory), FileKind::Current),
             (lock_path(directory), FileKind::Lock),

@@ -3,7 +3,7 @@
 //! An *internal key* is the user key followed by an 8-byte trailer: the little-endian `u64`
 //! `(sequence << 8) | kind`. Internal keys order by user key ascending (bytewise), then by
 //! trailer descending, so the newest version of a key comes first — the order of the memtable,
-//! every SSTable and every merging iterator.
+//! every `SSTable` and every merging iterator.
 //!
 //! Invariants:
 //! 1. Sequence numbers are unique per write and fit in 56 bits (`SEQUENCE_MAX`).
@@ -107,7 +107,9 @@ pub fn parse_internal_key(internal: &[u8]) -> Option<ParsedKey<'_>> {
 /// which only a corrupt file can produce; callers validate keys when they read blocks).
 #[inline]
 pub fn user_key(internal: &[u8]) -> &[u8] {
-    &internal[..internal.len().saturating_sub(TRAILER_BYTES)]
+    internal
+        .get(..internal.len().saturating_sub(TRAILER_BYTES))
+        .unwrap_or_default()
 }
 
 /// The trailer of an internal key (0 if too short).
@@ -117,8 +119,7 @@ pub fn trailer(internal: &[u8]) -> u64 {
     internal
         .get(split..)
         .and_then(|bytes| bytes.try_into().ok())
-        .map(u64::from_le_bytes)
-        .unwrap_or(0)
+        .map_or(0, u64::from_le_bytes)
 }
 
 /// Orders internal keys: user key ascending, then trailer (sequence, kind) descending.

@@ -11,6 +11,8 @@ pub use crate::sstable::Compression;
 
 /// Options fixed when a database is opened.
 #[derive(Debug, Clone)]
+// Independent on/off switches (WAL, sync, checksums, ...), not a state machine in disguise.
+#[allow(clippy::struct_excessive_bools)]
 pub struct Options {
     /// The file system all files go through.
     pub file_system: Arc<dyn FileSystem>,
@@ -30,7 +32,7 @@ pub struct Options {
     /// (`FileSystem::create_log`): an append is a copy into the page cache instead of a
     /// `write(2)`, with the same durability (survives a process crash; `sync` for power loss).
     pub wal_memory_mapped: bool,
-    /// Target size of an SSTable data block before compression.
+    /// Target size of an `SSTable` data block before compression.
     pub block_size_bytes: usize,
     /// Entries between restart points in a data block.
     pub block_restart_interval: usize,
@@ -40,7 +42,7 @@ pub struct Options {
     pub block_cache_size_bytes: usize,
     /// Block compression.
     pub compression: Compression,
-    /// Target size of an SSTable written by compaction.
+    /// Target size of an `SSTable` written by compaction.
     pub target_file_size_bytes: u64,
     /// Number of levels (level 0 plus deeper levels).
     pub level_count: usize,

@@ -1,4 +1,4 @@
-//! Page-granular anonymous memory taken straight from the operating system, for the MemStore's
+//! Page-granular anonymous memory taken straight from the operating system, for the `MemStore`'s
 //! log arena and hash-index tables.
 //!
 //! Job: memory whose residency the store controls. A region is mapped zero-filled and costs no
@@ -58,14 +58,10 @@ impl Pages {
         self.base.as_ptr()
     }
 
+    #[cfg(test)]
     /// Length in bytes (a multiple of [`PAGE_BYTES`]).
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Never true: a region holds at least one page.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Returns the whole pages inside `offset .. offset + len` to the operating system. The
@@ -178,6 +174,7 @@ fn release(_base: NonNull<u8>, _start: usize, _len: usize) {}
 #[cfg(not(all(target_os = "linux", not(miri))))]
 fn populate(_base: NonNull<u8>, _start: usize, _len: usize) {}
 
+#[cfg(test)]
 /// Resident bytes of the whole process (`/proc/self/statm`), or `None` where unknown.
 pub fn process_resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;

@@ -32,6 +32,8 @@ use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
 pub const RING_SLOTS: usize = 1 << 14;
 
 /// See the module documentation.
+// The watermark word is the heart of the type; naming it anything else would obscure that.
+#[allow(clippy::struct_field_names)]
 pub struct Watermark {
     watermark: AtomicU64,
     slots: Box<[AtomicU64]>,
@@ -86,7 +88,9 @@ impl Watermark {
             index = ((index << 3) | (index >> (bits - 3))) & (length - 1);
         }
         // Always in range; `get` keeps the no-panic rule.
-        self.slots.get(index as usize)
+        usize::try_from(index)
+            .ok()
+            .and_then(|index| self.slots.get(index))
     }
 
     /// Records that `[first, last]` finished, advances the watermark as far as possible, and
@@ -258,7 +262,8 @@ mod tests {
             let watermark = Watermark::with_slots(0, length);
             let base = watermark.slots.as_ptr() as usize;
             let index = |sequence: u64| {
-                let slot = watermark.slot(sequence).unwrap() as *const AtomicU64 as usize;
+                let slot =
+                    std::ptr::from_ref::<AtomicU64>(watermark.slot(sequence).unwrap()) as usize;
                 (slot - base) / std::mem::size_of::<AtomicU64>()
             };
             let mut seen = vec![false; length];

@@ -101,7 +101,7 @@ impl SnapshotList {
     /// published (see the module documentation for why they cannot be skipped).
     pub fn sequences(&self) -> Vec<SequenceNumber> {
         let mut sequences: Vec<SequenceNumber> = Vec::new();
-        for slot in self.slots.iter() {
+        for slot in &self.slots {
             let mut value = slot.load(Ordering::Acquire);
             let mut round = 0u32;
             while value == PENDING {
@@ -148,6 +148,8 @@ impl SnapshotList {
     }
 }
 
+// The hash is folded to `usize` on purpose: any bits make a good slot hint.
+#[allow(clippy::cast_possible_truncation)]
 fn thread_slot_hint() -> usize {
     use std::hash::{BuildHasher, Hasher};
     thread_local! {

@@ -104,8 +104,7 @@ impl Stats {
         self.counters
             .iter()
             .find(|(counter, _)| *counter == name)
-            .map(|(_, value)| *value)
-            .unwrap_or(0)
+            .map_or(0, |(_, value)| *value)
     }
 
     /// Write amplification since open: bytes written by flush and compaction per byte

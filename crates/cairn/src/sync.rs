@@ -72,7 +72,9 @@ impl StripedCounter {
         if amount == 0 {
             return;
         }
-        // The mask keeps the index in range without a bounds check that could panic.
+        // The mask keeps the index in range (`COUNTER_STRIPES` is a power of two) without a
+        // bounds check that could panic.
+        #[allow(clippy::indexing_slicing)]
         let stripe = &self.stripes[thread_stripe() & (COUNTER_STRIPES - 1)];
         stripe
             .0

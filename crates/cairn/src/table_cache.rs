@@ -1,4 +1,4 @@
-//! Opening SSTables on demand, and iterating a whole level.
+//! Opening `SSTables` on demand, and iterating a whole level.
 //!
 //! An opened [`Table`] is kept in its `FileMeta` (a `OnceLock`), so after the first use a read
 //! reaches it with one atomic load and no lock; the table closes when the last version listing
@@ -135,7 +135,7 @@ impl LevelIterator {
     fn current_valid(&self) -> bool {
         self.current
             .as_ref()
-            .is_some_and(|iterator| iterator.valid())
+            .is_some_and(super::iter::InternalIterator::valid)
     }
 
     fn current_failed(&self) -> bool {
@@ -232,15 +232,13 @@ impl InternalIterator for LevelIterator {
     fn key(&self) -> &[u8] {
         self.current
             .as_ref()
-            .map(|iterator| iterator.key())
-            .unwrap_or(&[])
+            .map_or(&[], super::iter::InternalIterator::key)
     }
 
     fn value(&self) -> &[u8] {
         self.current
             .as_ref()
-            .map(|iterator| iterator.value())
-            .unwrap_or(&[])
+            .map_or(&[], super::iter::InternalIterator::value)
     }
 
     fn status(&self) -> Result<()> {

@@ -113,9 +113,8 @@ impl Segment {
         let buffer = if capacity_bytes == 0 {
             std::ptr::null_mut()
         } else {
-            let layout = match Layout::from_size_align(capacity_bytes, 8) {
-                Ok(layout) => layout,
-                Err(_) => handle_alloc_error(Layout::new::<u64>()),
+            let Ok(layout) = Layout::from_size_align(capacity_bytes, 8) else {
+                handle_alloc_error(Layout::new::<u64>())
             };
             // SAFETY: non-zero size. Zeroed memory is required: a zero header means "not
             // published yet".
@@ -195,15 +194,32 @@ impl Segment {
     }
 
     /// Copies a record's payload into its reserved region and publishes it.
-    pub fn publish(&self, offset: usize, payload: &[u8]) {
+    ///
+    /// Panics if the record would not fit the buffer at `offset` or `offset` is not 8-byte
+    /// aligned: both are checked on every call (two comparisons), so no offset, however
+    /// wrong, makes the copy leave the buffer.
+    ///
+    /// # Safety
+    ///
+    /// `offset` must be the offset of a [`Reserve::Reserved`] the caller got from this
+    /// segment and has not published yet, and `record_bytes(payload.len())` must not exceed
+    /// the bytes that reservation asked for. The region is then the caller's alone
+    /// (invariant 1): no other thread writes it, and the leader reads its payload only after
+    /// the header's release store below. Publishing twice, or past the reservation, races
+    /// with another writer's copy or the leader's read.
+    pub unsafe fn publish(&self, offset: usize, payload: &[u8]) {
         if self.buffer.is_null() {
             return; // a log without a file: sequences only
         }
-        debug_assert!(offset + record_bytes(payload.len()) <= self.capacity_bytes);
-        debug_assert_eq!(offset % 8, 0);
-        // SAFETY: `[offset, offset + record_bytes)` was reserved by this writer alone
-        // (invariant 1) and lies inside the buffer; the header slot is 8-byte aligned because
-        // every reservation is a multiple of 8 bytes from an 8-aligned buffer.
+        let end = offset.checked_add(record_bytes(payload.len()));
+        assert!(
+            end.is_some_and(|end| end <= self.capacity_bytes) && offset.is_multiple_of(8),
+            "a WAL record of {} bytes at offset {offset} is outside the {}-byte segment",
+            payload.len(),
+            self.capacity_bytes
+        );
+        // SAFETY: `[offset, end)` lies inside the buffer and is 8-aligned (asserted above;
+        // the buffer is 8-aligned), and is this caller's alone (the function's contract).
         unsafe {
             std::ptr::copy_nonoverlapping(
                 payload.as_ptr(),
@@ -310,6 +326,7 @@ impl std::fmt::Debug for Log {
         formatter
             .debug_struct("Log")
             .field("number", &self.number)
+            .field("path", &self.path)
             .field("written_sequence", &self.written_sequence())
             .finish()
     }
@@ -437,8 +454,7 @@ impl Log {
         let end_sequence = full
             .sealed_end
             .get()
-            .map(|&(_, end)| end)
-            .unwrap_or(full.base_sequence);
+            .map_or(full.base_sequence, |&(_, end)| end);
         let capacity = if self.has_file {
             self.segment_bytes.max(bytes)
         } else {
@@ -600,7 +616,7 @@ impl Log {
         let mut previous = self
             .unsynced_previous
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(log) = previous.as_ref() {
             log.sync_finished()?;
         }
@@ -625,7 +641,7 @@ impl Log {
         let mut state = self
             .leader
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if state.retired {
             return Ok(());
         }
@@ -651,14 +667,14 @@ impl Log {
             let mut state = self
                 .leader
                 .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             state.retired = true;
             (state.file.take(), state.previous_unwritten.take())
         };
         let unsynced = self
             .unsynced_previous
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         self.previous_synced.store(true, Ordering::Release);
         drop((file, unwritten, unsynced));
@@ -711,16 +727,6 @@ impl Log {
             }
             spin_wait(&mut round);
         }
-    }
-
-    /// The error that stopped this log, if any.
-    pub fn error(&self) -> Option<Error> {
-        self.failed.get().cloned()
-    }
-
-    /// The WAL path.
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
     }
 }
 

@@ -20,7 +20,7 @@
 
 mod common;
 
-use cairn::filename::{self, FileKind};
+use cairn::testing::filename::{self, FileKind};
 use cairn::{Db, Error, FileSystem, MemFs, Options};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -117,7 +117,7 @@ fn read_all(files: &BTreeMap<PathBuf, Vec<u8>>, keys: &[Vec<u8>]) -> Result<Stat
 
 /// Offset of the last record of a log file (WAL or MANIFEST).
 fn last_record_offset(path: &Path, bytes: &[u8]) -> u64 {
-    let contents = cairn::wal::parse_log(bytes.to_vec(), path).unwrap();
+    let contents = cairn::testing::wal::parse_log(bytes.to_vec(), path).unwrap();
     contents.records().last().map(|(offset, _)| offset).unwrap()
 }
 

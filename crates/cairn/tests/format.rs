@@ -23,16 +23,16 @@
 
 mod common;
 
-use cairn::batch::{void_record, DecodedBatch, WriteBatch};
-use cairn::key::{internal_key, ValueKind};
-use cairn::sstable::format::{encode_block, FOOTER_BYTES, FOOTER_VERSION_OFFSET};
-use cairn::sstable::{
+use cairn::testing::batch::{void_record, DecodedBatch, WriteBatch};
+use cairn::testing::encode_batch;
+use cairn::testing::key::{internal_key, ValueKind};
+use cairn::testing::sstable::format::{encode_block, FOOTER_BYTES, FOOTER_VERSION_OFFSET};
+use cairn::testing::sstable::{
     BlockBuilder, BlockHandle, BloomFilter, BloomFilterBuilder, Footer, Table, TableBuilder,
     TableOptions,
 };
-use cairn::testing::encode_batch;
-use cairn::version::{AddedFile, VersionEdit, VersionSet, MANIFEST_FORMAT_VERSION};
-use cairn::wal::{parse_log, LogWriter};
+use cairn::testing::version::{AddedFile, VersionEdit, VersionSet, MANIFEST_FORMAT_VERSION};
+use cairn::testing::wal::{parse_log, LogWriter};
 use cairn::{Compression, Db, Error, FileSystem, MemFs, Options, StdFs};
 use common::TempDir;
 use std::collections::{BTreeMap, BTreeSet};
@@ -170,12 +170,14 @@ fn golden_data_block() {
     };
     fs.set_file_contents(path, bytes);
     let file = fs.open_read(path).unwrap();
-    let raw = cairn::sstable::read_block(file.as_ref(), handle, true).unwrap();
-    let block =
-        Arc::new(cairn::sstable::Block::new(raw, cairn::sstable::BlockOrigin::detached()).unwrap());
+    let raw = cairn::testing::sstable::read_block(file.as_ref(), handle, true).unwrap();
+    let block = Arc::new(
+        cairn::testing::sstable::Block::new(raw, cairn::testing::sstable::BlockOrigin::detached())
+            .unwrap(),
+    );
     let mut iterator = block.iter();
     let mut read = Vec::new();
-    use cairn::iter::InternalIterator;
+    use cairn::testing::iter::InternalIterator;
     iterator.seek_to_first();
     while iterator.valid() {
         read.push((iterator.key().to_vec(), iterator.value().to_vec()));
@@ -213,7 +215,7 @@ fn sample_footer() -> Footer {
             offset: 0x1100,
             size: 0x4a,
         },
-        format_version: cairn::sstable::format::FORMAT_VERSION,
+        format_version: cairn::testing::sstable::format::FORMAT_VERSION,
     }
 }
 
@@ -324,7 +326,9 @@ fn sample_manifest(fs: &MemFs) -> PathBuf {
         ..VersionEdit::default()
     };
     versions.log_and_apply(second).unwrap();
-    directory.join(cairn::filename::manifest_name(versions.manifest_number()))
+    directory.join(cairn::testing::filename::manifest_name(
+        versions.manifest_number(),
+    ))
 }
 
 #[test]
@@ -339,8 +343,8 @@ fn golden_manifest() {
     fs.set_file_contents(&directory.join("MANIFEST-000001"), golden("manifest.log"));
     fs.set_file_contents(&directory.join("CURRENT"), b"MANIFEST-000001\n".to_vec());
     let mut versions = VersionSet::new(directory, Arc::new(fs), 7, 1 << 20);
-    let recovered = versions.recover().unwrap();
-    assert_eq!(recovered.edit_count, 3);
+    let edit_count = versions.recover().unwrap();
+    assert_eq!(edit_count, 3);
     let current = versions.current();
     let numbers = |level: usize| -> Vec<u64> {
         current
@@ -405,7 +409,7 @@ fn table_with_version(version: u32) -> Vec<u8> {
     let footer = bytes.len() - FOOTER_BYTES;
     let at = footer + FOOTER_VERSION_OFFSET;
     bytes[at..at + 4].copy_from_slice(&version.to_le_bytes());
-    let crc = cairn::coding::masked_crc(&bytes[footer..bytes.len() - 4]);
+    let crc = cairn::testing::coding::masked_crc(&bytes[footer..bytes.len() - 4]);
     let crc_at = bytes.len() - 4;
     bytes[crc_at..].copy_from_slice(&crc.to_le_bytes());
     bytes
@@ -413,7 +417,7 @@ fn table_with_version(version: u32) -> Vec<u8> {
 
 #[test]
 fn table_of_an_unknown_format_version_is_refused() {
-    let current = cairn::sstable::format::FORMAT_VERSION;
+    let current = cairn::testing::sstable::format::FORMAT_VERSION;
     for (version, age) in [(0, "is too old"), (current + 1, "is newer than this build")] {
         let fs = MemFs::new();
         let path = Path::new("/000009.sst");
@@ -600,7 +604,7 @@ fn corruption_errors_name_the_version() {
         &{
             let mut bytes = sample_footer().encode();
             bytes[FOOTER_VERSION_OFFSET] = 9;
-            let crc = cairn::coding::masked_crc(&bytes[..60]);
+            let crc = cairn::testing::coding::masked_crc(&bytes[..60]);
             bytes[60..].copy_from_slice(&crc.to_le_bytes());
             bytes
         },

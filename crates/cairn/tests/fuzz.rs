@@ -1,4 +1,4 @@
-//! The fuzz target bodies (`cairn::fuzzing`) fed thousands of random and mutated inputs, so
+//! The fuzz target bodies (`cairn::testing::fuzzing`) fed thousands of random and mutated inputs, so
 //! CI exercises every decoder in seconds without cargo-fuzz. Each input is printed on a
 //! failure (as hex) so it can be replayed, or dropped into `fuzz/corpus/<target>/`.
 //!
@@ -71,20 +71,20 @@ fn run(name: &str, target: fn(&[u8])) {
 
 #[test]
 fn fuzz_wal_reader() {
-    run("wal", cairn::fuzzing::fuzz_wal);
+    run("wal", cairn::testing::fuzzing::fuzz_wal);
 }
 
 #[test]
 fn fuzz_block_reader() {
-    run("block", cairn::fuzzing::fuzz_block);
+    run("block", cairn::testing::fuzzing::fuzz_block);
 }
 
 #[test]
 fn fuzz_table_reader() {
-    run("table", cairn::fuzzing::fuzz_table);
+    run("table", cairn::testing::fuzzing::fuzz_table);
 }
 
 #[test]
 fn fuzz_version_edit_decoder() {
-    run("version_edit", cairn::fuzzing::fuzz_version_edit);
+    run("version_edit", cairn::testing::fuzzing::fuzz_version_edit);
 }

@@ -121,7 +121,7 @@ fn run(seed: u64, operations: usize, compaction_threads: usize) {
     }
     let expected_live: u64 = oracle
         .iter()
-        .map(|(key, value)| cairn::logmem::object::object_len(key.len(), value.len()))
+        .map(|(key, value)| cairn::testing::logmem::object::object_len(key.len(), value.len()))
         .sum();
     // A background compaction may be between copying an object and re-pointing it (the copy is
     // counted before the old one is dropped), so poll until a quiet moment.

@@ -7,7 +7,7 @@
 mod common;
 
 use cairn::fs::fault::{FaultFs, FaultKind, FaultPlan};
-use cairn::version::{AddedFile, VersionEdit, VersionSet};
+use cairn::testing::version::{AddedFile, VersionEdit, VersionSet};
 use cairn::{Db, Error, FileSystem, Options, WriteOptions};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -70,8 +70,8 @@ fn added(number: u64, low: &[u8], high: &[u8]) -> AddedFile {
     AddedFile {
         number,
         size_bytes: 100,
-        smallest: cairn::key::internal_key(low, 2, cairn::ValueKind::Put),
-        largest: cairn::key::internal_key(high, 1, cairn::ValueKind::Put),
+        smallest: cairn::testing::key::internal_key(low, 2, cairn::testing::key::ValueKind::Put),
+        largest: cairn::testing::key::internal_key(high, 1, cairn::testing::key::ValueKind::Put),
         smallest_sequence: 1,
         largest_sequence: 2,
     }
@@ -258,7 +258,7 @@ fn damaged_last_manifest_record_is_reported_not_silently_dropped() {
         .unwrap();
     let manifest = Path::new("/db").join(manifest);
     let pristine = fs.file_contents(&manifest).unwrap();
-    let contents = cairn::wal::parse_log(pristine.clone(), &manifest).unwrap();
+    let contents = cairn::testing::wal::parse_log(pristine.clone(), &manifest).unwrap();
     let (last, _) = contents.records().last().unwrap();
     let mut damaged = pristine;
     let position = last as usize + 12;

@@ -65,22 +65,25 @@ fn new_files_never_reuse_numbers_of_files_on_disk() {
     let before: Vec<String> = cairn::FileSystem::list(&fs, path).unwrap();
     let largest_before = before
         .iter()
-        .filter_map(|name| match cairn::filename::parse_file_name(name) {
-            Some(cairn::filename::FileKind::Wal(n) | cairn::filename::FileKind::Table(n)) => {
-                Some(n)
-            }
-            _ => None,
-        })
+        .filter_map(
+            |name| match cairn::testing::filename::parse_file_name(name) {
+                Some(
+                    cairn::testing::filename::FileKind::Wal(n)
+                    | cairn::testing::filename::FileKind::Table(n),
+                ) => Some(n),
+                _ => None,
+            },
+        )
         .max()
         .unwrap();
     let db = Db::open(path, small_options(&fs)).unwrap();
     let after: Vec<String> = cairn::FileSystem::list(&fs, path).unwrap();
     for name in after.iter().filter(|name| !before.contains(name)) {
         if let Some(
-            cairn::filename::FileKind::Wal(n)
-            | cairn::filename::FileKind::Table(n)
-            | cairn::filename::FileKind::Manifest(n),
-        ) = cairn::filename::parse_file_name(name)
+            cairn::testing::filename::FileKind::Wal(n)
+            | cairn::testing::filename::FileKind::Table(n)
+            | cairn::testing::filename::FileKind::Manifest(n),
+        ) = cairn::testing::filename::parse_file_name(name)
         {
             assert!(
                 n > largest_before,

@@ -99,13 +99,13 @@ fn oversized_batch_of_real_size_is_refused() {
         file_system: Arc::new(cairn::StdFs),
         ..Options::default()
     };
-    let value = vec![b'v'; cairn::key::VALUE_BYTES_MAX];
+    let value = vec![b'v'; cairn::VALUE_BYTES_MAX];
     let mut batch = WriteBatch::with_capacity(5 * WriteBatch::put_bytes(b"big-0", &value));
     for index in 0..5u8 {
         batch.put(&[b'b', b'i', b'g', b'-', b'0' + index], &value);
     }
     drop(value);
-    assert!(batch.size_bytes() > cairn::wal::RECORD_PAYLOAD_BYTES_MAX);
+    assert!(batch.size_bytes() > cairn::BATCH_BYTES_MAX);
     let accepted = put_batch_put_crash_reopen(&path, &options, batch);
     assert!(!accepted, "a 1.25 GiB batch was acknowledged");
 }

@@ -83,7 +83,7 @@ impl<'a> VersionFilter<'a> {
         snapshots: &'a [SequenceNumber],
         base_level_version: Option<(&'a Version, usize)>,
     ) -> Self {
-        debug_assert!(snapshots.windows(2).all(|pair| pair[0] <= pair[1]));
+        debug_assert!(snapshots.is_sorted());
         VersionFilter {
             snapshots,
             base_level_version,
@@ -143,6 +143,7 @@ impl<'a> VersionFilter<'a> {
                 .is_some_and(|(version, level)| version.is_base_level_for_key(level, user_key))
     }
 
+    #[cfg(test)]
     /// True if the entry must be kept (the version rules only; no user hook). Entries must
     /// arrive in internal-key order.
     pub fn keep(&mut self, user_key: &[u8], sequence: SequenceNumber, kind: ValueKind) -> bool {

@@ -1,4 +1,4 @@
-//! Leveling as in LevelDB: one run per level >= 1, each `level_size_ratio` times the last.
+//! Leveling as in `LevelDB`: one run per level >= 1, each `level_size_ratio` times the last.
 //!
 //! Level 0 is scored by file count against `level0_compaction_trigger`, level `i >= 1` by bytes
 //! against `level1_size_bytes_max * level_size_ratio^(i-1)`; the last level has no limit. The
@@ -29,10 +29,6 @@ use std::sync::Arc;
 pub struct Leveled;
 
 impl CompactionPolicy for Leveled {
-    fn name(&self) -> &'static str {
-        "leveled"
-    }
-
     fn choose(&self, version: &Version, state: &CompactionState) -> Choice {
         let scores = level_scores(version, &state.shape);
         let mut candidates: Vec<(usize, f64)> = scores
@@ -61,7 +57,7 @@ impl CompactionPolicy for Leveled {
 
 impl Leveled {
     /// The plan for `level`, or None if every candidate collides with running work.
-    fn pick_level(&self, version: &Version, state: &CompactionState, level: usize) -> Option<Plan> {
+    fn pick_level(self, version: &Version, state: &CompactionState, level: usize) -> Option<Plan> {
         if level == 0 {
             let plan = plan_for_inputs(version, 0, version.files(0).to_vec())?;
             return (!state.plan_collides(&plan)).then_some(plan);

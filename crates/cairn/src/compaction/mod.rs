@@ -6,7 +6,7 @@
 //! - `plan`: [`Plan`], the files to merge with an explicit output level and output run.
 //! - `filter`: [`VersionFilter`], which versions a job keeps (snapshot stripes, tombstones),
 //!   and the user-facing [`CompactionFilter`] hook.
-//! - `output`: [`write_tables`], which writes what the filter keeps into SSTables.
+//! - `output`: [`write_tables`], which writes what the filter keeps into `SSTables`.
 //!
 //! The free functions [`choose`], [`plan_for_inputs`] and [`plan_for_range`] keep the
 //! database's call sites working; they delegate to [`Leveled`].
@@ -33,10 +33,10 @@ mod policy;
 #[cfg(test)]
 mod tests;
 
-pub use filter::{CompactionFilter, Decision, FilterDecision, VersionFilter};
-pub use leveled::{level_scores, level_size_bytes_max, Leveled};
+pub use filter::{CompactionFilter, FilterDecision, VersionFilter};
+pub use leveled::{level_scores, Leveled};
 pub use output::{write_tables, OutputSettings};
-pub use plan::{OutputRun, Plan};
+pub use plan::Plan;
 pub use policy::{Choice, CompactionPolicy, CompactionState};
 
 use crate::version::{FileMeta, Version};

@@ -1,4 +1,4 @@
-//! Writing a job's output: the entries a [`VersionFilter`] keeps, cut into SSTables.
+//! Writing a job's output: the entries a [`VersionFilter`] keeps, cut into `SSTables`.
 //!
 //! [`write_tables`] walks sorted input once, asks the filter about each entry, and appends the
 //! survivors to a table until it reaches `target_file_size_bytes`; it only cuts between two
@@ -33,7 +33,7 @@ pub struct OutputSettings<'a> {
     pub file_system: &'a dyn FileSystem,
     /// Database directory.
     pub directory: &'a Path,
-    /// SSTable format options.
+    /// `SSTable` format options.
     pub table_options: TableOptions,
     /// Cut a new file once one reaches this size (None: one file).
     pub target_file_size_bytes: Option<u64>,
@@ -127,7 +127,7 @@ impl Outputs<'_, '_> {
     }
 }
 
-/// Writes the entries of `input` that `filter` keeps into new SSTables. `new_file_number`
+/// Writes the entries of `input` that `filter` keeps into new `SSTables`. `new_file_number`
 /// allocates a number (and registers it as a pending output) for each file started. Output
 /// files are synced and their directory entry is synced before this returns.
 pub fn write_tables(
@@ -196,10 +196,11 @@ fn check_outputs(
     input_range: Option<&(Vec<u8>, Vec<u8>)>,
 ) -> std::result::Result<(), String> {
     for pair in outputs.windows(2) {
-        if user_key(&pair[0].largest) >= user_key(&pair[1].smallest) {
+        let [left, right] = pair else { continue };
+        if user_key(&left.largest) >= user_key(&right.smallest) {
             return Err(format!(
                 "outputs {} and {} overlap",
-                pair[0].number, pair[1].number
+                left.number, right.number
             ));
         }
     }

@@ -16,6 +16,7 @@
 //! Level-0 files get a run each (newest first); deeper files join run 0 unless `.<run>` says
 //! otherwise; each run is sorted by key. The built version must pass `check_invariants`.
 
+use super::plan::OutputRun;
 use super::*;
 use crate::key::{internal_key, ValueKind};
 use std::collections::BTreeMap;
@@ -162,10 +163,7 @@ fn describe(choice: &Choice) -> String {
     let Choice::Compact(plan) = choice else {
         return "nothing".into();
     };
-    let run = match plan.output_run {
-        OutputRun::Merge(index) => index.to_string(),
-        OutputRun::New => "new".into(),
-    };
+    let OutputRun::Merge(run) = plan.output_run;
     let mut text = format!(
         "L{} -> L{} run {run} inputs {} overlaps {}",
         plan.level,

@@ -23,9 +23,6 @@ pub enum OutputRun {
     /// inputs are rewritten with them. If the level has no run yet the output becomes its
     /// first run.
     Merge(usize),
-    /// Start a new run, the newest of the output level (tiering); nothing in the output level
-    /// is rewritten. Needs run ids in the MANIFEST before a policy may choose it.
-    New,
 }
 
 /// What to compact.
@@ -104,10 +101,8 @@ impl Plan {
                 file.number, self.level
             ));
         }
-        let run = match self.output_run {
-            OutputRun::Merge(index) => version.level(self.output_level).run_at(index),
-            OutputRun::New => crate::version::Run::new(&[]),
-        };
+        let OutputRun::Merge(index) = self.output_run;
+        let run = version.level(self.output_level).run_at(index);
         let expected: Vec<u64> = run
             .overlapping_files(Some(lower), Some(upper))
             .iter()

@@ -72,9 +72,6 @@ impl CompactionState {
 
 /// A compaction policy (leveling today; tiering and lazy leveling later).
 pub trait CompactionPolicy: Send + Sync + std::fmt::Debug {
-    /// The policy's name (logs and stats).
-    fn name(&self) -> &'static str;
-
     /// Chooses the next compaction. Pure: depends only on its arguments.
     fn choose(&self, version: &Version, state: &CompactionState) -> Choice;
 }

@@ -1,5 +1,6 @@
 //! Unit tests of the leveled picker, the version filter and the output writer.
 
+use super::filter::Decision;
 use super::*;
 use crate::key::{internal_key, ValueKind};
 use crate::version::{apply_edit, AddedFile, VersionEdit};

@@ -60,7 +60,9 @@ impl DbInner {
             let (version, state) = {
                 let versions = lock(&self.versions);
                 let mut state = CompactionState::new(self.shape.clone());
-                state.compact_pointers = versions.compact_pointers.clone();
+                state
+                    .compact_pointers
+                    .clone_from(&versions.compact_pointers);
                 (versions.current(), state)
             };
             // One compaction runs at a time (`compaction_lock`), so nothing is busy here; the
@@ -75,7 +77,7 @@ impl DbInner {
                 .iter()
                 .map(|file| (plan.level, file.number))
                 .collect();
-            if let Err(error) = self.run_compaction(version, plan) {
+            if let Err(error) = self.run_compaction(version, &plan) {
                 self.set_sticky_error(&error);
                 return false;
             }
@@ -103,7 +105,7 @@ impl DbInner {
                 compaction::plan_for_range(&version, level, lower, upper)
             };
             if let Some(plan) = plan {
-                if let Err(error) = self.run_compaction(version, plan) {
+                if let Err(error) = self.run_compaction(version, &plan) {
                     // As in the background compactor: a failed write or sync here may leave
                     // the MANIFEST or the directory in an unknown state (sticky error).
                     self.set_sticky_error(&error);
@@ -121,7 +123,7 @@ impl DbInner {
     /// version still held keeps its files live, so the inputs of this compaction would
     /// otherwise wait for the next pass (and, after the last compaction of a busy spell,
     /// sit on disk until the next open).
-    pub(super) fn run_compaction(&self, version: Arc<Version>, plan: Plan) -> Result<()> {
+    pub(super) fn run_compaction(&self, version: Arc<Version>, plan: &Plan) -> Result<()> {
         debug_assert!(
             self.compaction_lock.try_lock().is_err(),
             "caller holds compaction_lock"
@@ -135,7 +137,7 @@ impl DbInner {
     }
 
     /// The work of `run_compaction` while it still holds `version`: merge, write, install.
-    fn compact_plan(&self, version: &Arc<Version>, plan: Plan) -> Result<()> {
+    fn compact_plan(&self, version: &Arc<Version>, plan: &Plan) -> Result<()> {
         debug_assert!(
             plan.inputs.iter().all(|file| version
                 .files(plan.level)
@@ -164,7 +166,7 @@ impl DbInner {
             Counters::add(&self.counters.trivial_moves, 1);
             return Ok(());
         }
-        let mut merged = self.compaction_input(&plan)?;
+        let mut merged = self.compaction_input(plan)?;
         let snapshots = self.snapshots.sequences();
         let mut filter = VersionFilter::new(&snapshots, Some((version, plan.output_level)))
             .with_compaction_filter(self.options.compaction_filter.as_deref(), plan.output_level);

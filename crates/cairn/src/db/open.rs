@@ -363,7 +363,7 @@ impl Replay {
     /// The first WAL to replay continues where the last logged flush stopped, so a gap means
     /// edits are missing: a damaged last MANIFEST record was taken for a torn tail, or a WAL
     /// is gone (regression test:
-    /// damaged_last_manifest_record_is_reported_not_silently_dropped).
+    /// `damaged_last_manifest_record_is_reported_not_silently_dropped`).
     fn check_continues_manifest(
         &self,
         versions: &VersionSet,

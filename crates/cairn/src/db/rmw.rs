@@ -135,7 +135,9 @@ impl DbInner {
         // The sequence is spent on a void record so the log and the watermark stay gap-free
         // (invariant 1).
         let void = crate::batch::void_record(sequence, payload_bytes);
-        reservation.segment.publish(reservation.offset, &void);
+        // SAFETY: the reservation is this attempt's own and unpublished (the valid branch
+        // returned above); a void record of `payload_bytes` is exactly the size reserved.
+        unsafe { reservation.segment.publish(reservation.offset, &void) };
         self.finish_write(
             &reservation,
             &WriteOptions::default(),
@@ -213,7 +215,9 @@ impl DbInner {
         let sequence = reservation.first;
         let payload_bytes = batch.size_bytes();
         let record = batch.encode(sequence);
-        reservation.segment.publish(reservation.offset, record);
+        // SAFETY: the reservation is this attempt's own, made for `payload_bytes` (this
+        // batch's size); `commit` runs once per reservation, so it is published once.
+        unsafe { reservation.segment.publish(reservation.offset, record) };
         let (kind, value) = match new_value {
             Some(value) => (ValueKind::Put, value),
             None => (ValueKind::Delete, &[][..]),

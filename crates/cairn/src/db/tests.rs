@@ -169,7 +169,7 @@ fn a_sequence_gap_inside_one_wal_is_still_corruption() {
     write_wal(&fs, number, &[(3, b"c"), (6, b"f")]);
     match reopen(&fs) {
         Err(Error::Corruption { reason, .. }) => {
-            assert!(reason.contains("sequence gap"), "{reason}")
+            assert!(reason.contains("sequence gap"), "{reason}");
         }
         other => panic!("expected corruption, got {other:?}"),
     }

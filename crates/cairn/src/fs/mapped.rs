@@ -91,6 +91,18 @@ impl MappedWritableFile {
         }
     }
 
+    /// `offset` as the kernel's signed file offset (a log past 2^63 bytes is an error, not a
+    /// negative offset).
+    fn file_offset(&self, offset: u64) -> Result<libc::off_t> {
+        libc::off_t::try_from(offset).map_err(|_| {
+            Error::io(
+                "mmap",
+                &self.path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "offset too large"),
+            )
+        })
+    }
+
     /// Unmaps the current window (if any), reserves file space for the window starting at
     /// `offset` and maps it.
     fn map_window_at(&mut self, offset: u64) -> Result<()> {
@@ -100,15 +112,9 @@ impl MappedWritableFile {
         if end > self.reserved_bytes {
             let start = self.reserved_bytes;
             let length = end - start;
+            let (start, length) = (self.file_offset(start)?, self.file_offset(length)?);
             // SAFETY: plain system call on a file descriptor we own; no memory is passed.
-            let result = unsafe {
-                libc::fallocate(
-                    self.file.as_raw_fd(),
-                    0,
-                    start as libc::off_t,
-                    length as libc::off_t,
-                )
-            };
+            let result = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, start, length) };
             if result != 0 {
                 return Err(Error::io(
                     "fallocate",
@@ -118,6 +124,7 @@ impl MappedWritableFile {
             }
             self.reserved_bytes = end;
         }
+        let file_offset = self.file_offset(offset)?;
         // SAFETY: a new shared mapping of `[offset, offset + window_bytes)` of a file we own,
         // at an address of the kernel's choosing; the range lies inside the file (reserved
         // above), so touching it cannot fault past the end; checked for MAP_FAILED below.
@@ -128,7 +135,7 @@ impl MappedWritableFile {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 self.file.as_raw_fd(),
-                offset as libc::off_t,
+                file_offset,
             )
         };
         if pointer == libc::MAP_FAILED {
@@ -228,7 +235,7 @@ fn unsupported(error: &Error) -> bool {
     match error {
         Error::Io { source, .. } => matches!(
             source.raw_os_error(),
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::ENODEV) | Some(libc::EINVAL)
+            Some(libc::EOPNOTSUPP | libc::ENOSYS | libc::ENODEV | libc::EINVAL)
         ),
         _ => false,
     }
@@ -248,6 +255,8 @@ impl WritableFile for MappedWritableFile {
                 self.map_window_at(next)?;
                 continue;
             }
+            // The append point lies inside the mapped window (a `usize` long): exact.
+            #[allow(clippy::cast_possible_truncation)]
             let at = (self.size_bytes - self.window_offset) as usize;
             let room = self.window_bytes - at;
             let count = room.min(data.len());

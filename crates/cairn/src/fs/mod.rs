@@ -3,7 +3,7 @@
 //! Linux), [`MemFs`] (in memory) and [`FaultFs`] (a wrapper over any of them that injects
 //! errors, latency and power loss).
 //!
-//! Every file the engine touches (WAL, SSTable, MANIFEST, CURRENT, LOCK) is created, read,
+//! Every file the engine touches (WAL, `SSTable`, MANIFEST, CURRENT, LOCK) is created, read,
 //! renamed, synced and deleted through this trait, so tests can swap in another file system.
 //! Module layering: the traits live here; `std`, `mem`, `mapped` and `fault` depend on them
 //! and never the reverse (this file only declares and re-exports them).

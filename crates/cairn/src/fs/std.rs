@@ -22,7 +22,7 @@ use std::sync::Arc;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StdFs;
 
-/// User-space buffer for appends; big enough that SSTable building does few syscalls.
+/// User-space buffer for appends; big enough that `SSTable` building does few syscalls.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 #[derive(Debug)]

@@ -110,7 +110,7 @@ impl Bucket {
     pub(super) fn set_entry(&self, layout: &Layout, index: usize, entry: u64) {
         debug_assert!(index < layout.entries && entry <= mask(layout.entry_bits));
         let bit = layout.bit_offset(index);
-        let (word, shift) = (bit / 64, (bit % 64) as u32);
+        let (word, shift) = (bit / 64, u32::try_from(bit % 64).unwrap_or_default());
         let low_bits = layout.entry_bits.min(64 - shift);
         if let Some(slot) = self.words.get(word) {
             let field = mask(low_bits) << shift;

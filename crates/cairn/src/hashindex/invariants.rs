@@ -61,7 +61,9 @@ impl HashIndex {
                         first_bucket(hash, table.len),
                         second_bucket(hash, table.len),
                     ];
-                    if !std::ptr::eq(self.partition(hash), &**partition) || !home.contains(&index) {
+                    if !std::ptr::eq(self.partition(hash), &raw const **partition)
+                        || !home.contains(&index)
+                    {
                         return Err(format!(
                             "invariant 2: location {location} in partition {number} bucket \
                              {index}, not in one of its buckets {home:?}"

@@ -56,11 +56,13 @@ impl Layout {
             })
     }
 
+    #[cfg(test)]
     /// Entries per bucket.
     pub fn entries_per_bucket(&self) -> usize {
         self.entries
     }
 
+    #[cfg(test)]
     /// Bits of each entry's tag.
     pub fn tag_bits(&self) -> u32 {
         self.tag_bits
@@ -104,7 +106,7 @@ impl Layout {
     /// Entry `index` of a bucket copied into `words`.
     pub(super) fn entry_in(&self, words: &[u64; WORDS], index: usize) -> u64 {
         let bit = self.bit_offset(index);
-        let (word, shift) = (bit / 64, (bit % 64) as u32);
+        let (word, shift) = (bit / 64, u32::try_from(bit % 64).unwrap_or_default());
         debug_assert!(index < self.entries && bit + self.entry_bits as usize <= 512);
         let low = words.get(word).copied().unwrap_or(0) >> shift;
         let value = if shift + self.entry_bits > 64 {
@@ -120,7 +122,7 @@ impl Layout {
         let mut words = [0u64; WORDS];
         for (index, &entry) in entries.iter().enumerate().take(self.entries) {
             let bit = self.bit_offset(index);
-            let (word, shift) = (bit / 64, (bit % 64) as u32);
+            let (word, shift) = (bit / 64, u32::try_from(bit % 64).unwrap_or_default());
             if let Some(slot) = words.get_mut(word) {
                 *slot |= entry << shift;
             }
@@ -139,6 +141,9 @@ impl Layout {
     }
 
     /// Buckets that hold `entries` entries at load factor `load`.
+    // A float-to-integer `as` saturates, so an absurd `load` yields a huge or tiny count, never
+    // a wrapped one; the count is a sizing estimate either way.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     pub(super) fn buckets_for(&self, entries: usize, load: f64) -> usize {
         ((entries as f64 / (load * self.entries as f64)).ceil() as usize).max(2)
     }

@@ -1,5 +1,5 @@
 //! Optimistic concurrent hash index (Nibble §3.1, §4.2): maps a key's hash to a *location*
-//! chosen by the caller (for MemStore: an object's byte address in the log).
+//! chosen by the caller (for `MemStore`: an object's byte address in the log).
 //!
 //! Job: the index stores no keys. Each entry is `tag | location`; the tag is the top bits of the
 //! key hash and filters out most non-matching entries, and the caller's `matches(location)`
@@ -223,13 +223,10 @@ impl HashIndex {
         })
     }
 
-    /// The entry layout chosen at construction.
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-
     fn partition(&self, hash: u64) -> &Partition {
         // Cannot panic: the mask is `partitions.len() - 1` and the length is a power of two.
+        // Every lookup and insert goes through here, so it is not paid as a checked `get`.
+        #[allow(clippy::indexing_slicing)]
         &self.partitions[((hash >> 40) as usize) & self.partition_mask]
     }
 

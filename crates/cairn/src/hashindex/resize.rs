@@ -430,7 +430,7 @@ impl HashIndex {
     /// Frees tables retired by resizes that no pinned thread can still read. Must not be called
     /// while the calling thread is pinned (its own pin would keep them alive, harmlessly).
     pub fn collect_retired(&self, epochs: &EpochTable) {
-        for partition in self.partitions.iter() {
+        for partition in &self.partitions {
             if let Ok(mut retired) = partition.retired.try_lock() {
                 Self::free_retired(&mut retired, epochs);
             }

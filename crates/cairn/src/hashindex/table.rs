@@ -104,6 +104,7 @@ impl Table {
     /// The bucket at `index` modulo the table size.
     pub(super) fn bucket(&self, index: usize) -> &Bucket {
         // Cannot panic: `len` is the (non-zero) length of `buckets()`, so the index is in range.
+        #[allow(clippy::indexing_slicing)]
         &self.buckets()[index % self.len]
     }
 

@@ -14,13 +14,20 @@ use super::{LogMemory, STATE_COMPACTING, STATE_FREE, STATE_RETIRED, STATE_SEALED
 use crate::epoch::EpochTable;
 use std::sync::atomic::Ordering;
 
+/// `bytes` as a signed delta for a segment's live-byte counter. An object is at most one
+/// segment long, far below `i64::MAX`; saturating keeps even a wrong length from wrapping the
+/// counter's sign.
+pub(super) fn signed_bytes(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
 impl LogMemory {
     /// Records that the object at `location` is no longer referenced.
     pub fn mark_dead(&self, location: u64) {
         if let Some((_, segment, _, header)) = self.object_at(location) {
             segment
                 .live_bytes
-                .fetch_sub(header.object_len() as i64, Ordering::Relaxed);
+                .fetch_sub(signed_bytes(header.object_len()), Ordering::Relaxed);
         }
     }
 
@@ -36,7 +43,7 @@ impl LogMemory {
                 continue;
             };
             let used = segment.used_bytes.load(Ordering::Relaxed).max(1);
-            let live = segment.live_bytes.load(Ordering::Relaxed).max(0) as u64;
+            let live = u64::try_from(segment.live_bytes.load(Ordering::Relaxed)).unwrap_or(0);
             let utilization = (live as f64 / used as f64).min(1.0);
             if utilization > max_utilization || live > max_live_bytes {
                 continue;
@@ -87,12 +94,6 @@ impl LogMemory {
             }
             offset += header.object_len();
         }
-    }
-
-    /// Live bytes of a segment.
-    pub fn segment_live_bytes(&self, segment_index: u32) -> i64 {
-        self.segment(segment_index)
-            .map_or(0, |segment| segment.live_bytes.load(Ordering::Relaxed))
     }
 
     /// Queues a compacted segment (no longer referenced by the index) for reuse after the epoch
@@ -152,10 +153,5 @@ impl LogMemory {
     /// Segments waiting in the reclamation queue.
     pub fn retired_count(&self) -> usize {
         Self::lock(&self.retired).len()
-    }
-
-    /// Sealed segments waiting for compaction.
-    pub fn candidate_count(&self) -> usize {
-        Self::lock(&self.candidates).len()
     }
 }

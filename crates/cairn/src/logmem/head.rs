@@ -10,6 +10,11 @@
 //!    returns the blocks past it to the pool.
 //! 6. A block's owner entry is written before the block is attached to the segment.
 
+// Casts here are block counts and offsets inside one segment: `LogMemory::new` caps a
+// segment at `u32::MAX / 2` blocks, so every block count fits a `u32`, and in-segment offsets
+// are `u64`s below the segment size, which is a `usize`.
+#![allow(clippy::cast_possible_truncation)]
+
 use super::object::{self, MAX_HEADER_BYTES};
 use super::{Head, LogMemory, Segment, STATE_FREE, STATE_HEAD, STATE_SEALED};
 use std::sync::atomic::Ordering;
@@ -119,9 +124,10 @@ impl LogMemory {
         }
         head.offset = offset;
         segment.used_bytes.store(offset, Ordering::Release);
-        segment
-            .live_bytes
-            .fetch_add(object_bytes as i64, Ordering::Relaxed);
+        segment.live_bytes.fetch_add(
+            super::cleaner::signed_bytes(object_bytes),
+            Ordering::Relaxed,
+        );
         Some(location)
     }
 
@@ -214,7 +220,8 @@ impl LogMemory {
         head.segment
             .and_then(|index| self.segment(index))
             .is_some_and(|segment| {
-                (segment.live_bytes.load(Ordering::Relaxed).max(0) as u64) < head.offset
+                (u64::try_from(segment.live_bytes.load(Ordering::Relaxed)).unwrap_or(0))
+                    < head.offset
             })
     }
 }

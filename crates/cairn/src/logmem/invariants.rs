@@ -43,7 +43,7 @@ impl LogMemory {
         for block in listed.chain(pool.released.iter().copied()) {
             match holders.get_mut(block as usize) {
                 Some(holder @ Holder::Nobody) if block < pool.untouched_next => {
-                    *holder = Holder::Pool
+                    *holder = Holder::Pool;
                 }
                 other => {
                     return Err(format!(
@@ -117,7 +117,7 @@ impl LogMemory {
             ));
         }
         let live = segment.live_bytes.load(Ordering::Acquire);
-        if live < 0 || live as u64 > used {
+        if !u64::try_from(live).is_ok_and(|live| live <= used) {
             return Err(format!(
                 "invariant 3: segment {index} live {live} of {used} used"
             ));
@@ -130,7 +130,7 @@ impl LogMemory {
                 }
                 true
             });
-            if counted != live as u64 {
+            if u64::try_from(live) != Ok(counted) {
                 return Err(format!(
                     "invariant 3: segment {index} counts {live} live bytes, its referenced \
                      objects hold {counted}"

@@ -1,8 +1,8 @@
 //! Log-structured memory (Nibble §3.2, §4.1): the object storage shared by `MemStore` and the
-//! later FloDB Membuffer.
+//! later `FloDB` Membuffer.
 //!
 //! Job: hand out space for immutable objects at log *heads*, keep per-segment live-byte counts
-//! (the SegmentInfo table), pick segments for compaction by cost-benefit, recycle segments once
+//! (the `SegmentInfo` table), pick segments for compaction by cost-benefit, recycle segments once
 //! the epoch says no thread can still read them, and give the memory of free blocks back to the
 //! operating system so that resident memory follows the bytes in use, not the capacity. What
 //! counts as live is the caller's business (it owns the index); this module only moves bytes and
@@ -57,6 +57,10 @@
 //!    reader can hold maps to the segment and offset it was created for.
 //! 7. A block's pages are released (`madvise`) only while the block is in the free pool and
 //!    counted as "being released", so no reader or writer can touch them meanwhile.
+
+// Segment indices are below `segment_slots`, which `new` caps with the block count (see
+// `head.rs`), so they fit the `u32` the owner table stores.
+#![allow(clippy::cast_possible_truncation)]
 
 mod blocks;
 mod cleaner;
@@ -291,11 +295,6 @@ impl LogMemory {
         self.total_blocks
     }
 
-    /// Block size.
-    pub fn block_bytes(&self) -> usize {
-        self.block_bytes
-    }
-
     fn segment(&self, segment: u32) -> Option<&Segment> {
         let index = segment as usize;
         if index >= self.segment_slots {
@@ -348,7 +347,7 @@ impl LogMemory {
         Some((segment, position * block_bytes + location % block_bytes))
     }
 
-    fn lock<'a, T>(mutex: &'a Mutex<T>) -> std::sync::MutexGuard<'a, T> {
+    fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         // A panic while holding one of these leaf locks cannot leave the data half-updated in a
         // way that matters more than stopping the store would, so poisoning is ignored.
         mutex
@@ -364,7 +363,7 @@ impl LogMemory {
     pub fn live_bytes(&self) -> u64 {
         self.segments()
             .filter(|segment| segment.state.load(Ordering::Relaxed) != STATE_FREE)
-            .map(|segment| segment.live_bytes.load(Ordering::Relaxed).max(0) as u64)
+            .map(|segment| u64::try_from(segment.live_bytes.load(Ordering::Relaxed)).unwrap_or(0))
             .sum()
     }
 
@@ -375,15 +374,16 @@ impl LogMemory {
             ..LogStats::default()
         };
         for segment in self.segments() {
-            let state = segment.state.load(Ordering::Relaxed);
-            if state == STATE_FREE {
+            let segment_state = segment.state.load(Ordering::Relaxed);
+            if segment_state == STATE_FREE {
                 continue;
             }
             stats.segments += 1;
-            if state == STATE_RETIRED {
+            if segment_state == STATE_RETIRED {
                 stats.retired_segments += 1;
             } else {
-                stats.live_bytes += segment.live_bytes.load(Ordering::Relaxed).max(0) as u64;
+                stats.live_bytes +=
+                    u64::try_from(segment.live_bytes.load(Ordering::Relaxed)).unwrap_or(0);
             }
         }
         let block_bytes = self.block_bytes as u64;

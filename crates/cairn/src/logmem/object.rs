@@ -48,6 +48,8 @@ pub fn encode_header(key_len: usize, value_len: usize, out: &mut [u8; MAX_HEADER
 
 /// Decoded header: lengths and the header's own size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// `header_len` says whose length it is: the header's own, next to the key's and value's.
+#[allow(clippy::struct_field_names)]
 pub struct Header {
     /// Key bytes.
     pub key_len: usize,

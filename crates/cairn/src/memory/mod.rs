@@ -18,5 +18,5 @@
 mod buffer;
 mod component;
 
-pub use buffer::{MemoryEntry, ReplayBuffer, WriteBuffer, WriteHint};
+pub use buffer::{ReplayBuffer, WriteBuffer, WriteHint};
 pub use component::MemComponent;

@@ -22,7 +22,7 @@ use std::time::Duration;
 impl Inner {
     /// Seals heads nobody is using (try-lock) so compaction can reach their garbage.
     pub(super) fn seal_idle_heads(&self, even_without_garbage: bool) {
-        for head in self.heads.iter() {
+        for head in &self.heads {
             if let Ok(mut head) = head.0.try_lock() {
                 if even_without_garbage || self.log.head_has_garbage(&head) {
                     self.log.seal(&mut head);
@@ -42,7 +42,7 @@ impl Inner {
     /// One compaction round: picks victims by cost-benefit and packs their live objects into one
     /// fresh segment. Returns whether any segment was compacted.
     pub(super) fn compact_round(&self, max_utilization: f64) -> bool {
-        let Some(_slot) = self
+        let Some(slot) = self
             .compaction_slots
             .iter()
             .find_map(|slot| slot.try_lock().ok())
@@ -71,7 +71,7 @@ impl Inner {
             self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         }
         self.log.seal(&mut destination);
-        drop(_slot);
+        drop(slot);
         if compacted > 0 {
             self.reclaim();
         }

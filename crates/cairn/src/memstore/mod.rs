@@ -111,7 +111,7 @@ pub struct MemStoreOptions {
 
 impl Default for MemStoreOptions {
     fn default() -> Self {
-        let parallelism = std::thread::available_parallelism().map_or(1, |count| count.get());
+        let parallelism = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         MemStoreOptions {
             capacity_bytes: 256 << 20,
             heads: parallelism,
@@ -388,7 +388,8 @@ impl MemStore {
             }
         }
         self.inner.reclaim();
-        (self.inner.counters.compactions.load(Ordering::Relaxed) - before) as usize
+        usize::try_from(self.inner.counters.compactions.load(Ordering::Relaxed) - before)
+            .unwrap_or(usize::MAX)
     }
 }
 
@@ -442,9 +443,9 @@ impl Inner {
             }
         }
         // Every head is busy: wait for our own. `heads` is never empty (checked in `new`).
-        match self.heads.get(preferred) {
+        match self.heads.get(preferred).or_else(|| self.heads.first()) {
             Some(head) => lock_ignoring_poison(&head.0),
-            None => lock_ignoring_poison(&self.heads[0].0),
+            None => unreachable!("a MemStore has at least one head"),
         }
     }
 

@@ -129,6 +129,8 @@ impl Inner {
 
     /// One attempt to append `value` and link it in place of `found` (or as a new entry),
     /// under `pair`'s locks, which it releases (invariant 4).
+    // `pair` is taken by value: owning the locks is what lets this function release them.
+    #[allow(clippy::needless_pass_by_value)]
     fn link_value(
         &self,
         head: &mut Head,

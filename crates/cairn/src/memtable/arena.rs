@@ -58,7 +58,7 @@ fn new_chunk(
         handle_alloc_error(Layout::new::<ChunkHeader>());
     };
     // SAFETY: the layout has non-zero size (it includes the header).
-    let chunk = unsafe { alloc(layout) } as *mut ChunkHeader;
+    let chunk = unsafe { alloc(layout) }.cast::<ChunkHeader>();
     if chunk.is_null() {
         handle_alloc_error(layout);
     }
@@ -79,7 +79,7 @@ fn new_chunk(
 /// `chunk` must point to a live chunk.
 unsafe fn chunk_data(chunk: *mut ChunkHeader) -> *mut u8 {
     // SAFETY: the data area starts HEADER_BYTES after the header, inside the allocation.
-    unsafe { (chunk as *mut u8).add(HEADER_BYTES) }
+    unsafe { chunk.cast::<u8>().add(HEADER_BYTES) }
 }
 
 /// Frees a chunk.
@@ -92,7 +92,7 @@ unsafe fn free_chunk(chunk: *mut ChunkHeader) {
     unsafe {
         let capacity = (*chunk).capacity_bytes;
         if let Some(layout) = chunk_layout(capacity) {
-            dealloc(chunk as *mut u8, layout);
+            dealloc(chunk.cast::<u8>(), layout);
         }
     }
 }
@@ -174,7 +174,9 @@ impl Arena {
     /// Returns `size` bytes aligned to `ALIGNMENT`, valid until the arena drops.
     pub fn allocate(&self, size: usize) -> *mut u8 {
         let size = size.max(1).next_multiple_of(ALIGNMENT);
-        // The mask keeps the index in range, so this indexing cannot panic.
+        // The mask keeps the index in range (`LANES` is a power of two), so this indexing
+        // cannot panic.
+        #[allow(clippy::indexing_slicing)]
         let lane = &self.lanes[thread_stripe() & (LANES - 1)].0;
         self.account(lane, size);
         if size > self.chunk_bytes / 4 {
@@ -271,7 +273,7 @@ mod tests {
         for handle in handles {
             all.extend(handle.join().unwrap());
         }
-        all.sort();
+        all.sort_unstable();
         let handed_out: usize = all
             .iter()
             .map(|region| region.1.next_multiple_of(ALIGNMENT))

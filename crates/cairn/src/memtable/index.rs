@@ -1,11 +1,11 @@
 //! The memtable's key index: an insert-only open-addressing hash table from a user key to its
 //! *key node* (the skiplist node that heads the key's version chain), so a point lookup or a
 //! read-modify-write of a key already in the memtable costs a probe and a chain walk instead of
-//! a skiplist search (FloDB's observation: point operations need no order, only a hash).
+//! a skiplist search (`FloDB`'s observation: point operations need no order, only a hash).
 //!
 //! Layout: a power-of-two array of 64-bit slots; a slot is 0 (empty) or `tag << 48 | address`,
 //! where the tag is the top 16 bits of the key's hash and the address is the key node's (48
-//! bits: user-space addresses on x86_64 and aarch64 with 4-level tables). Probing is linear
+//! bits: user-space addresses on `x86_64` and aarch64 with 4-level tables). Probing is linear
 //! from `hash & mask`, eight slots per cache line, at most `PROBE_LIMIT` slots.
 //!
 //! Thread-safety contract: `find` and `publish` may run on any number of threads at once and
@@ -37,7 +37,7 @@ const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
 const _: () = assert!(std::mem::align_of::<u64>() == std::mem::align_of::<AtomicU64>());
 const _: () = assert!(std::mem::size_of::<u64>() == std::mem::size_of::<AtomicU64>());
 
-/// The hash both `find` and `publish` take: the MemStore index's key hash (xxh3, the same on
+/// The hash both `find` and `publish` take: the `MemStore` index's key hash (xxh3, the same on
 /// every run and machine).
 pub use crate::hashindex::hash_key as hash;
 
@@ -86,11 +86,7 @@ impl KeyIndex {
         }
     }
 
-    /// Number of slots.
-    pub fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes of the slot array.
     pub fn memory_bytes(&self) -> usize {
         self.slots.len() * std::mem::size_of::<AtomicU64>()
@@ -106,6 +102,8 @@ impl KeyIndex {
         hash >> ADDRESS_BITS
     }
 
+    // The hash is folded to `usize` on purpose: the mask keeps only its low bits anyway.
+    #[allow(clippy::cast_possible_truncation)]
     #[inline]
     fn slot(&self, hash: u64, probe: usize) -> Option<&AtomicU64> {
         self.slots

@@ -33,6 +33,10 @@ impl Memtable {
     /// user key: the key node (the version joins its chain, no search at all) or, when the
     /// index could not answer, the search path (the skiplist search starts there). A hint from
     /// another memtable or for another key is ignored, never trusted.
+    ///
+    /// # Panics
+    ///
+    /// Only with the `invariants` feature, when the insert left the structure broken.
     pub fn insert_hinted(
         &self,
         hint: Option<&InsertHint<'_>>,
@@ -113,7 +117,7 @@ impl Memtable {
                         std::thread::yield_now();
                     }
                 }
-                node as *const Node
+                node.cast_const()
             }
             Some(existing) => {
                 // Another insert created the key first: ours is just a version (its tower
@@ -210,7 +214,7 @@ impl Memtable {
         // Each path node precedes the key (nodes are never removed, so it stays before it),
         // so it is a valid start at its level; only nodes inserted since the read lie between
         // it and the splice.
-        let mut before = [self.head as *const Node; MAX_HEIGHT];
+        let mut before = [self.head.cast_const(); MAX_HEIGHT];
         let mut after = [ptr::null::<Node>(); MAX_HEIGHT];
         for level in (0..height).rev() {
             let start = path.get(level).copied().unwrap_or(self.head);
@@ -246,10 +250,10 @@ impl Memtable {
                 // SAFETY: `node` is ours and has `height` levels; `before` is the head or a
                 // published node whose height exceeds `level` (it was found at `level`).
                 unsafe {
-                    Node::next(node, level).store(*after as *mut Node, AtomicOrdering::Relaxed);
+                    Node::next(node, level).store((*after).cast_mut(), AtomicOrdering::Relaxed);
                     if Node::next(*before, level)
                         .compare_exchange(
-                            *after as *mut Node,
+                            (*after).cast_mut(),
                             node,
                             AtomicOrdering::Release,
                             AtomicOrdering::Relaxed,

@@ -1,5 +1,5 @@
 //! The memtable: a concurrent skiplist of user keys, each heading a chain of its versions, with
-//! a hash index over the keys (sLSM §2.2, cLSM §3.1, FloDB §3).
+//! a hash index over the keys (sLSM §2.2, cLSM §3.1, `FloDB` §3).
 //!
 //! Each user key has one *key node* in the skiplist; its versions form a singly linked chain,
 //! newest first, hanging off the key node. The key node is itself one of the versions (the one
@@ -8,7 +8,7 @@
 //! and, for a node allocated as a key node, the chain's head and a vertical array ("tower") of
 //! next pointers, one per level, all carved from an [`arena::Arena`] in one allocation. A
 //! node's height comes from one random word: two bits per level (branching factor 4, as
-//! LevelDB), i.e. `1 + trailing_zeros(word) / 2`, capped at `MAX_HEIGHT`.
+//! `LevelDB`), i.e. `1 + trailing_zeros(word) / 2`, capped at `MAX_HEIGHT`.
 //!
 //! Why chains: a read-modify-write of a key already in the memtable reads the newest version
 //! and adds a newer one. With one skiplist node per version that is a skiplist search (a chain
@@ -55,8 +55,7 @@ mod sorted;
 mod tests;
 
 pub use insert::InsertHint;
-pub use iter::MemtableIterator;
-pub use sorted::{SortedNodes, SortedNodesIterator};
+pub use sorted::SortedNodes;
 
 use crate::key::{SequenceNumber, ValueKind};
 use arena::Arena;
@@ -173,11 +172,13 @@ impl Memtable {
         self.arena.allocated_bytes()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes of the key index (allocated up front, supplied by the system as touched).
     pub fn index_memory_bytes(&self) -> usize {
         self.index.memory_bytes()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// True if the key index overflowed and lookups search the skiplist (see [`index`]).
     pub fn index_saturated(&self) -> bool {
         self.index.is_saturated()
@@ -185,7 +186,7 @@ impl Memtable {
 
     /// Number of entries (versions).
     pub fn len(&self) -> usize {
-        self.entry_count.get() as usize
+        usize::try_from(self.entry_count.get()).unwrap_or(usize::MAX)
     }
 
     /// True if nothing was inserted.

@@ -13,6 +13,11 @@
 //!    and `height` tower slots, initialised to null; a node with `height == 0` has neither.
 //! 3. `1 <= height <= MAX_HEIGHT` for every key node `random_height` produces.
 
+// A node's key and value lengths were checked against `KEY_BYTES_MAX` and
+// `VALUE_BYTES_MAX` (both below 4 GiB) before the write reached the memtable, and its height
+// is at most `MAX_HEIGHT`, so the `u32` header fields hold them exactly.
+#![allow(clippy::cast_possible_truncation)]
+
 use super::arena::Arena;
 use super::MAX_HEIGHT;
 use crate::key::{trailer, user_key};
@@ -60,7 +65,10 @@ impl Node {
         // The 'static lifetime is a lie the callers keep honest: they never outlive the
         // memtable.
         unsafe {
-            let tower = (node as *const u8).add(NODE_HEADER_BYTES + 8) as *const AtomicPtr<Node>;
+            let tower = node
+                .cast::<u8>()
+                .add(NODE_HEADER_BYTES + 8)
+                .cast::<AtomicPtr<Node>>();
             &*tower.add(level)
         }
     }
@@ -72,7 +80,12 @@ impl Node {
     #[inline]
     pub(super) unsafe fn versions(node: *const Node) -> &'static AtomicPtr<Node> {
         // SAFETY: a node with a tower has the chain head right after the header.
-        unsafe { &*((node as *const u8).add(NODE_HEADER_BYTES) as *const AtomicPtr<Node>) }
+        unsafe {
+            &*node
+                .cast::<u8>()
+                .add(NODE_HEADER_BYTES)
+                .cast::<AtomicPtr<Node>>()
+        }
     }
 
     /// The link to the next older version.
@@ -92,7 +105,7 @@ impl Node {
         // SAFETY: the key follows the links; its length was written before publication.
         unsafe {
             let header = &*node;
-            let start = (node as *const u8).add(
+            let start = node.cast::<u8>().add(
                 NODE_HEADER_BYTES
                     + link_words(header.height as usize) * std::mem::size_of::<usize>(),
             );
@@ -149,7 +162,7 @@ thread_local! {
         // Seed per thread from std's randomly keyed hasher; only the distribution matters.
         use std::hash::{BuildHasher, Hasher};
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_usize(&hasher as *const _ as usize);
+        hasher.write_usize(&raw const hasher as usize);
         hasher.finish() | 1
     });
 }
@@ -168,13 +181,15 @@ fn random_word() -> u64 {
 
 /// Hints the processor to fetch the first cache line of `node` (a no-op on a null pointer
 /// and on architectures without a stable prefetch instruction).
+// Always inlined: a prefetch behind a call would arrive too late to hide the miss.
+#[allow(clippy::inline_always)]
 #[inline(always)]
 pub(super) fn prefetch(node: *const Node) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint: it never faults, even on an invalid address, and
     // changes no program state.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(node as *const i8);
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(node.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = node;
@@ -200,7 +215,7 @@ impl Node {
         let key_length = key_parts.iter().map(|part| part.len()).sum::<usize>();
         let links_bytes = link_words(height) * std::mem::size_of::<usize>();
         let size = NODE_HEADER_BYTES + links_bytes + key_length + value.len();
-        let node = arena.allocate(size) as *mut Node;
+        let node = arena.allocate(size).cast::<Node>();
         // SAFETY: `node` points to `size` fresh bytes, 8-aligned (arena invariant 1): room
         // for the header, the links and both byte strings. Nothing else sees it yet.
         unsafe {
@@ -211,14 +226,17 @@ impl Node {
                 _padding: 0,
                 older: AtomicPtr::new(ptr::null_mut()),
             });
-            let links = (node as *mut u8).add(NODE_HEADER_BYTES) as *mut AtomicPtr<Node>;
+            let links = node
+                .cast::<u8>()
+                .add(NODE_HEADER_BYTES)
+                .cast::<AtomicPtr<Node>>();
             if height > 0 {
                 links.write(AtomicPtr::new(node));
             }
             for level in 0..height {
                 links.add(1 + level).write(AtomicPtr::new(ptr::null_mut()));
             }
-            let mut cursor = (node as *mut u8).add(NODE_HEADER_BYTES + links_bytes);
+            let mut cursor = node.cast::<u8>().add(NODE_HEADER_BYTES + links_bytes);
             for part in key_parts.iter().chain(std::iter::once(&value)) {
                 ptr::copy_nonoverlapping(part.as_ptr(), cursor, part.len());
                 cursor = cursor.add(part.len());

@@ -44,9 +44,9 @@ impl Memtable {
     /// Top-down search for the key node of `user_key` from `height` levels: the node, or the
     /// splice where it would go.
     pub(super) fn search(&self, user_key: &[u8], height: usize) -> Search {
-        let mut before = [self.head as *const Node; MAX_HEIGHT];
+        let mut before = [self.head.cast_const(); MAX_HEIGHT];
         let mut after = [ptr::null::<Node>(); MAX_HEIGHT];
-        let mut start = self.head as *const Node;
+        let mut start = self.head.cast_const();
         let mut known_not_before = ptr::null::<Node>();
         for level in (0..height.min(MAX_HEIGHT)).rev() {
             let (found_before, found_after, equal) =
@@ -96,7 +96,7 @@ impl Memtable {
     /// The first key node whose user key is `>= user_key`, or null.
     #[inline]
     pub(super) fn find_greater_or_equal(&self, user_key: &[u8]) -> *const Node {
-        let mut current = self.head as *const Node;
+        let mut current = self.head.cast_const();
         let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
         // The node that ended the walk on the level above: at or after the key, so when the
         // lower level leads to it again (the common case) no key comparison is needed.
@@ -134,7 +134,7 @@ impl Memtable {
     /// The last key node whose user key is `< user_key` (or, with none, the last key node),
     /// or null if that would be the head.
     pub(super) fn find_less_than(&self, user_key: Option<&[u8]>) -> *const Node {
-        let mut current = self.head as *const Node;
+        let mut current = self.head.cast_const();
         let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
         loop {
             // SAFETY: as in `find_splice`.
@@ -191,6 +191,7 @@ impl Memtable {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The newest version of `user_key` with sequence `<= snapshot`: `Some((kind, value))`,
     /// or `None` if there is none. Never allocates, never blocks.
     pub fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<(ValueKind, &[u8])> {

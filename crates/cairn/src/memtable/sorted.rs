@@ -70,7 +70,7 @@ impl Memtable {
             nodes.extend_from_slice(&output);
         }
         SortedNodes {
-            memtable: Arc::clone(self),
+            _memtable: Arc::clone(self),
             nodes,
         }
     }
@@ -151,7 +151,8 @@ struct Walk {
 
 /// A memtable's nodes in key order (see [`Memtable::sorted_nodes`]); keeps the memtable alive.
 pub struct SortedNodes {
-    memtable: Arc<Memtable>,
+    /// Never read: holding it keeps the nodes' arena alive (the pointers below point into it).
+    _memtable: Arc<Memtable>,
     nodes: Vec<*const Node>,
 }
 
@@ -171,12 +172,14 @@ unsafe impl Send for SortedNodes {}
 unsafe impl Sync for SortedNodes {}
 
 /// Prefetches the cache lines a cursor reads of `node`: header and key, then the value.
+// Always inlined, for the same reason as `prefetch`.
+#[allow(clippy::inline_always)]
 #[inline(always)]
 fn prefetch_entry(node: Option<&*const Node>) {
     if let Some(&node) = node {
         prefetch(node);
-        prefetch((node as *const u8).wrapping_add(64) as *const Node);
-        prefetch((node as *const u8).wrapping_add(128) as *const Node);
+        prefetch(node.cast::<u8>().wrapping_add(64).cast::<Node>());
+        prefetch(node.cast::<u8>().wrapping_add(128).cast::<Node>());
     }
 }
 
@@ -187,13 +190,9 @@ impl SortedNodes {
     }
 
     /// True if nothing was gathered.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
-    }
-
-    /// The memtable the nodes belong to.
-    pub fn memtable(&self) -> &Arc<Memtable> {
-        &self.memtable
     }
 
     /// Calls `visit` with every internal key in order, prefetching ahead.

@@ -30,7 +30,7 @@ const INDEX_MODES: [(&str, MakeMemtable); 3] = [
     }),
 ];
 
-/// Oracle keyed so BTreeMap order equals internal-key order.
+/// Oracle keyed so `BTreeMap` order equals internal-key order.
 fn oracle_key(user: &[u8], sequence: u64) -> (Vec<u8>, std::cmp::Reverse<u64>) {
     (user.to_vec(), std::cmp::Reverse(sequence))
 }
@@ -224,8 +224,11 @@ fn a_completed_insert_is_found_by_every_later_get() {
         eprintln!("{mode}");
         let memtable = Arc::new(make(64 * 1024));
         memtable.delay_publish.store(true, AtomicOrdering::Relaxed);
-        let completed: Arc<Vec<std::sync::atomic::AtomicU64>> =
-            Arc::new((0..WRITERS).map(|_| Default::default()).collect());
+        let completed: Arc<Vec<std::sync::atomic::AtomicU64>> = Arc::new(
+            (0..WRITERS)
+                .map(|_| std::sync::atomic::AtomicU64::default())
+                .collect(),
+        );
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let reader = {
             let (memtable, completed, done) = (
@@ -362,6 +365,8 @@ fn hinted_inserts_match_an_oracle_with_stale_foreign_and_wrong_key_hints() {
     }
 }
 
+// Takes the memtables by value: each oracle run owns the pair it was built for.
+#[allow(clippy::needless_pass_by_value)]
 fn hinted_inserts_match_an_oracle_with(memtable: Memtable, other: Memtable) {
     let mut rng = SmallRng::seed_from_u64(23);
     other.insert(b"k1", 1, ValueKind::Put, b"elsewhere");
@@ -420,15 +425,15 @@ fn hinted_inserts_match_an_oracle_with(memtable: Memtable, other: Memtable) {
         };
         let value = ours.to_le_bytes();
         let (_, foreign) = other.get_entry_hinted(&user);
-        let wrong_key = b"k1".to_vec();
-        let (_, wrong) = memtable.get_entry_hinted(&wrong_key);
-        let used = match rng.gen_range(0..4) {
+        let key_k1 = b"k1".to_vec();
+        let (_, wrong) = memtable.get_entry_hinted(&key_k1);
+        let chosen_hint = match rng.gen_range(0..4) {
             0 => Some(&foreign),
             1 => Some(&wrong),
             2 => None,
             _ => Some(&hint),
         };
-        memtable.insert_hinted(used, &user, ours, kind, &value);
+        memtable.insert_hinted(chosen_hint, &user, ours, kind, &value);
         oracle.insert(oracle_key(&user, ours), (kind, value.to_vec()));
         next_sequence += block;
     }
@@ -559,5 +564,5 @@ fn the_check_catches_a_miscounted_memtable() {
     memtable.insert(b"a", 1, ValueKind::Put, b"1");
     memtable.entry_count.add(1);
     let broken = memtable.check_invariants().unwrap_err();
-    assert!(broken.contains("2"), "{broken}");
+    assert!(broken.contains('2'), "{broken}");
 }

@@ -22,6 +22,11 @@
 //!    internal key) makes the iterator invalid with a corruption error in `status()` — never a
 //!    panic.
 
+// Lengths written as `u32` are a key's or a value's (bounded by `KEY_BYTES_MAX` and
+// `VALUE_BYTES_MAX` when the write was accepted) or offsets inside one block, which is cut
+// once it passes the block size, so it stays far below 4 GiB.
+#![allow(clippy::cast_possible_truncation)]
+
 use crate::coding::{self, Reader};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -101,6 +106,7 @@ impl BlockBuilder {
         self.entry_count == 0
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The last key added (empty if none).
     pub fn last_key(&self) -> &[u8] {
         &self.last_key

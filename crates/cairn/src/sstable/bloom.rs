@@ -18,6 +18,10 @@
 //! `64 * block_count + 5`; [`BloomFilter::decode`] rejects anything else. A filter never gives a
 //! false negative for a key added to its builder.
 
+// Hashes are folded to `u32` on purpose (the probe sequence uses 32-bit halves); probe
+// counts are clamped to `1..=30` and block counts to `u32::MAX` before they are narrowed.
+#![allow(clippy::cast_possible_truncation)]
+
 use crate::coding;
 use std::fmt;
 
@@ -40,6 +44,9 @@ pub fn bloom_hash(user_key: &[u8]) -> u64 {
 }
 
 /// Number of probes for `bits_per_key`: `round(bits_per_key * ln 2)` clamped to `1..=30`.
+// A float-to-integer `as` saturates (a negative or huge `k` becomes 0 or `u32::MAX`), and the
+// clamp then bounds it; the `usize -> f64` side only loses precision past 2^52 bits per key.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 pub fn probe_count(bits_per_key: usize) -> u32 {
     let k = (bits_per_key as f64 * std::f64::consts::LN_2).round();
     (k as u32).clamp(1, PROBES_MAX)
@@ -80,11 +87,13 @@ impl BloomFilterBuilder {
         self.hashes.push(bloom_hash(user_key));
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of keys added.
     pub fn len(&self) -> usize {
         self.hashes.len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// True if no key was added.
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()
@@ -196,16 +205,19 @@ impl BloomFilter {
         true
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of 64-byte blocks.
     pub fn block_count(&self) -> u32 {
         self.block_count
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of probes per key.
     pub fn probes(&self) -> u32 {
         self.probes
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes of filter bits held in memory.
     pub fn size_bytes(&self) -> usize {
         self.bits.len()

@@ -1,10 +1,10 @@
-//! [`TableBuilder`]: writes one SSTable from entries supplied in increasing internal-key order.
+//! [`TableBuilder`]: writes one `SSTable` from entries supplied in increasing internal-key order.
 //!
 //! Data blocks are cut once their size estimate reaches `block_size_bytes`; each finished data
 //! block adds one index entry (key = the block's last internal key, value = its encoded
 //! [`BlockHandle`]), i.e. one fence pointer. User keys go into a blocked Bloom filter (consecutive
 //! duplicates are added once). `finish` writes the filter, properties and index blocks, then the
-//! footer, and syncs the file; docs/format.md, "SSTable", is the byte layout.
+//! footer, and syncs the file; docs/format.md, "`SSTable`", is the byte layout.
 //!
 //! Thread-safety contract: a builder is owned by one thread (`&mut self` throughout); it owns its
 //! `WritableFile`.
@@ -162,6 +162,7 @@ impl TableBuilder {
         self.offset
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Entries added so far.
     pub fn entry_count(&self) -> u64 {
         self.properties.entry_count
@@ -204,6 +205,7 @@ impl TableBuilder {
         Ok(())
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Writes the remaining data, filter, properties, index and footer, then syncs the file.
     /// Returns the table's properties.
     pub fn finish(self) -> Result<TableProperties> {
@@ -219,7 +221,7 @@ impl TableBuilder {
         if self.properties.entry_count == 0 {
             self.properties.smallest_sequence = 0;
         } else {
-            self.properties.largest_key = self.last_key.clone();
+            self.properties.largest_key.clone_from(&self.last_key);
         }
 
         let filter_handle = match self.filter.take() {

@@ -141,6 +141,8 @@ impl BlockCache {
 
     fn shard(&self, key: CacheKey) -> MutexGuard<'_, Shard> {
         // A poisoned shard is still consistent: no shard method panics mid-update.
+        // `shard_index` masks with the (power-of-two) shard count, so the index is in range.
+        #[allow(clippy::indexing_slicing)]
         self.shards[shard_index(key)]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -181,6 +183,7 @@ impl BlockCache {
             .sum()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of cached blocks.
     pub fn entry_count(&self) -> usize {
         self.shards
@@ -195,6 +198,7 @@ impl BlockCache {
             .sum()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The configured capacity.
     pub fn capacity_bytes(&self) -> usize {
         self.capacity

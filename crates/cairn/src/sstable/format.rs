@@ -1,4 +1,4 @@
-//! Low-level SSTable framing: block handles, the per-block trailer, the footer, and
+//! Low-level `SSTable` framing: block handles, the per-block trailer, the footer, and
 //! [`read_block`], which fetches one block from a file, checks its checksum and decompresses it.
 //! The byte layouts are in docs/format.md ("Block trailer", "Block handle", "Footer"); the
 //! constants below mirror their offsets and sizes.
@@ -238,6 +238,7 @@ pub struct BlockContents {
     pub compressed: bool,
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Reads the block at `handle`, verifies its checksum when `verify` is set, and decompresses it.
 pub fn read_block(
     file: &dyn RandomAccessFile,

@@ -16,7 +16,7 @@
 //!
 //! # File layout
 //!
-//! docs/format.md, "SSTable", is the one description of the bytes (data blocks, filter,
+//! docs/format.md, "`SSTable`", is the one description of the bytes (data blocks, filter,
 //! properties, index, footer, block trailer) and of the checks on open; the constants in
 //! [`format`](mod@format) and [`bloom`] mirror its offsets and sizes. The table format version
 //! ([`format::FORMAT_VERSION`]) is stored in the footer and the properties block; docs/format.md,
@@ -33,10 +33,12 @@ pub mod reader;
 #[cfg(test)]
 mod tests;
 
-pub use block::{Block, BlockBuilder, BlockIterator, BlockOrigin};
+#[cfg(any(test, feature = "testing"))]
+pub use block::{Block, BlockBuilder, BlockOrigin};
 pub use bloom::{BloomFilter, BloomFilterBuilder};
 pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;
-pub use format::{read_block, BlockHandle, Compression, Footer};
-pub use properties::TableProperties;
-pub use reader::{Table, TableGet, TableIterator};
+pub use format::Compression;
+#[cfg(any(test, feature = "testing"))]
+pub use format::{read_block, BlockHandle, Footer};
+pub use reader::{Table, TableIterator};

@@ -1,4 +1,4 @@
-//! [`Table`]: an open, immutable SSTable, with point lookups and a two-level iterator.
+//! [`Table`]: an open, immutable `SSTable`, with point lookups and a two-level iterator.
 //!
 //! Opening reads and checks the footer (magic, checksum, format version), then loads the index
 //! block (fence pointers), the Bloom filter and the properties into memory for the table's
@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-/// An open SSTable.
+/// An open `SSTable`.
 pub struct Table {
     file: Arc<dyn RandomAccessFile>,
     path: Arc<Path>,
@@ -142,6 +142,7 @@ impl Table {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// A two-level iterator over the whole table that fills the cache.
     pub fn iter(self: &Arc<Self>) -> TableIterator {
         self.iter_with(true)
@@ -159,31 +160,37 @@ impl Table {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The table's properties.
     pub fn properties(&self) -> &TableProperties {
         &self.properties
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The smallest internal key (empty for an empty table).
     pub fn smallest_key(&self) -> &[u8] {
         &self.properties.smallest_key
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The largest internal key (empty for an empty table).
     pub fn largest_key(&self) -> &[u8] {
         &self.properties.largest_key
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The file number the table was opened as.
     pub fn file_number(&self) -> u64 {
         self.file_number
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Size of the table file.
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// False only if the Bloom filter proves `user_key` absent (always true without a filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         match &self.filter {
@@ -192,11 +199,13 @@ impl Table {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Point lookups answered by the filter alone (statistics).
     pub fn filter_skips(&self) -> u64 {
         self.filter_skips.load(AtomicOrdering::Relaxed)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes of the in-memory index and filter.
     pub fn memory_bytes(&self) -> usize {
         self.index.size_bytes() + self.filter.as_ref().map_or(0, BloomFilter::size_bytes)

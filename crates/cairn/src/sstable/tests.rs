@@ -4,6 +4,7 @@
 //! threads. Invariants checked: reads equal an independent oracle, and corruption is always an
 //! error, never wrong data or a panic.
 
+use super::properties::TableProperties;
 use super::*;
 use crate::error::Error;
 use crate::fs::{FileSystem, MemFs};
@@ -49,7 +50,7 @@ fn random_value(rng: &mut SmallRng, compressible: bool) -> Vec<u8> {
 /// `count` entries over about `count / 4` user keys, several versions each, ~10 % deletes,
 /// unique sequence numbers, sorted in internal-key order.
 fn random_entries(rng: &mut SmallRng, count: usize, compressible: bool) -> Entries {
-    let pool: Vec<Vec<u8>> = (0..count / 4 + 1).map(|_| random_user_key(rng)).collect();
+    let pool: Vec<Vec<u8>> = (0..=(count / 4)).map(|_| random_user_key(rng)).collect();
     let mut sequences: Vec<u64> = (1..=count as u64).collect();
     sequences.shuffle(rng);
     let mut entries: Entries = sequences

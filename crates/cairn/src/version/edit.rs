@@ -91,6 +91,7 @@ mod tag {
 }
 
 /// Levels are stored in one byte; 32 levels at most (see `Options::validate`).
+#[allow(clippy::cast_possible_truncation)] // bounded by `Options::validate`, as above
 fn level_byte(level: usize) -> u8 {
     debug_assert!(level < 256);
     level as u8
@@ -148,14 +149,14 @@ impl VersionEdit {
             let field = reader.u8().ok_or_else(truncated)?;
             match field {
                 tag::FORMAT_VERSION => {
-                    edit.format_version = Some(reader.u32().ok_or_else(truncated)?)
+                    edit.format_version = Some(reader.u32().ok_or_else(truncated)?);
                 }
                 tag::LOG_NUMBER => edit.log_number = Some(reader.u64().ok_or_else(truncated)?),
                 tag::NEXT_FILE_NUMBER => {
-                    edit.next_file_number = Some(reader.u64().ok_or_else(truncated)?)
+                    edit.next_file_number = Some(reader.u64().ok_or_else(truncated)?);
                 }
                 tag::LAST_SEQUENCE => {
-                    edit.last_sequence = Some(reader.u64().ok_or_else(truncated)?)
+                    edit.last_sequence = Some(reader.u64().ok_or_else(truncated)?);
                 }
                 tag::COMPACT_POINTER => {
                     let level = reader.u8().ok_or_else(truncated)? as usize;

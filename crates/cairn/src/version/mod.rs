@@ -1,4 +1,4 @@
-//! Versions: which SSTables make up the database, arranged in levels of sorted runs.
+//! Versions: which `SSTables` make up the database, arranged in levels of sorted runs.
 //!
 //! A [`Version`] is an immutable list of levels; a level is a list of **sorted runs**, newest
 //! first; a run is a list of files sorted by key whose user-key ranges do not overlap. Every
@@ -41,7 +41,7 @@ mod set;
 mod tests;
 
 pub use edit::{AddedFile, VersionEdit};
-pub use set::{RecoveredManifest, VersionSet};
+pub use set::VersionSet;
 
 use crate::key::{compare_internal_keys, user_key, SequenceNumber};
 use crate::sstable::Table;
@@ -54,7 +54,7 @@ use std::sync::{Arc, OnceLock};
 /// version edit; docs/format.md, "Changing the format", says what else that change must do.
 pub const MANIFEST_FORMAT_VERSION: u32 = 1;
 
-/// One SSTable and what the version knows about it.
+/// One `SSTable` and what the version knows about it.
 #[derive(Debug)]
 pub struct FileMeta {
     /// File number (names `NNNNNN.sst`).
@@ -166,10 +166,11 @@ impl<'a> Run<'a> {
     /// Checks invariant 2 on this run.
     pub fn check(&self) -> std::result::Result<(), String> {
         for pair in self.files.windows(2) {
-            if pair[0].largest_user_key() >= pair[1].smallest_user_key() {
+            let [left, right] = pair else { continue };
+            if left.largest_user_key() >= right.smallest_user_key() {
                 return Err(format!(
                     "files {} and {} of one run overlap or are out of order",
-                    pair[0].number, pair[1].number
+                    left.number, right.number
                 ));
             }
         }
@@ -202,6 +203,7 @@ impl Level {
         &self.files
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Number of runs.
     pub fn run_count(&self) -> usize {
         self.run_ends.len()
@@ -333,7 +335,7 @@ impl Version {
     pub fn file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
         self.levels
             .iter()
-            .flat_map(|level| level.files())
+            .flat_map(Level::files)
             .map(|file| file.number)
     }
 
@@ -345,10 +347,11 @@ impl Version {
             return Err("level 0 holds a run of more than one file".into());
         }
         for pair in level0.files().windows(2) {
-            if pair[0].number <= pair[1].number {
+            let [newer, older] = pair else { continue };
+            if newer.number <= older.number {
                 return Err(format!(
                     "level 0 not newest first: {} before {}",
-                    pair[0].number, pair[1].number
+                    newer.number, older.number
                 ));
             }
         }

@@ -53,15 +53,6 @@ pub struct VersionSet {
     pub manifest_torn_tail: Option<(PathBuf, u64)>,
 }
 
-/// What recovery read from the MANIFEST.
-#[derive(Debug)]
-pub struct RecoveredManifest {
-    /// Records that were replayed.
-    pub edit_count: usize,
-    /// A torn tail that was ignored.
-    pub torn_tail_offset: Option<u64>,
-}
-
 impl VersionSet {
     /// A version set for a new, empty database (nothing is written until `write_snapshot`).
     pub fn new(
@@ -88,8 +79,8 @@ impl VersionSet {
         }
     }
 
-    /// Replays the MANIFEST named by CURRENT.
-    pub fn recover(&mut self) -> Result<RecoveredManifest> {
+    /// Replays the MANIFEST named by CURRENT; returns how many edit records were replayed.
+    pub fn recover(&mut self) -> Result<usize> {
         let current_path = filename::current_path(&self.directory);
         let current = self.file_system.read_all(&current_path)?;
         let name = std::str::from_utf8(&current)
@@ -156,10 +147,7 @@ impl VersionSet {
         self.manifest_torn_tail = contents
             .torn_tail_offset
             .map(|offset| (manifest_path.clone(), offset));
-        Ok(RecoveredManifest {
-            edit_count: contents.record_count(),
-            torn_tail_offset: contents.torn_tail_offset,
-        })
+        Ok(contents.record_count())
     }
 
     fn apply_counters(&mut self, edit: &VersionEdit) {

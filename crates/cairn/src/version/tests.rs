@@ -109,7 +109,7 @@ fn meta(number: u64, low: &[u8], high: &[u8]) -> Arc<FileMeta> {
     Arc::new(added(number, low, high).to_meta())
 }
 
-/// Writes an SSTable holding `entries` (user key, sequence, value) and returns its metadata.
+/// Writes an `SSTable` holding `entries` (user key, sequence, value) and returns its metadata.
 fn write_table(fs: &MemFs, number: u64, entries: &[(&[u8], u64, &[u8])]) -> Arc<FileMeta> {
     use crate::sstable::{TableBuilder, TableOptions};
     let path = crate::filename::table_path(Path::new("/db"), number);

@@ -4,8 +4,8 @@
 //!
 //! Job: let tests reach the failure modes kill -9 never reaches (fsync, directory entries,
 //! torn sectors, reserved zero tails, pages reaching the disk out of order) and the error paths
-//! a healthy disk never takes (EIO, ENOSPC, stalls), the way LevelDB's fault_injection_test,
-//! RocksDB's FaultInjectionTestFS and Pebble's errorfs do.
+//! a healthy disk never takes (EIO, ENOSPC, stalls), the way `LevelDB`'s `fault_injection_test`,
+//! `RocksDB`'s `FaultInjectionTestFS` and Pebble's errorfs do.
 //!
 //! Every operation goes to the inner file system; a shadow model (the `model` submodule)
 //! records what the disk holds durably, so [`FaultFs::crash_image`] can build what a power
@@ -15,7 +15,7 @@
 //! unsynced pages survive in any order (holes).
 //!
 //! Faults ([`FaultPlan`]): every operation (create, open, read, append, flush, sync, trim,
-//! rename, remove, list, mkdir, exists, lock, sync_dir) gets an index from one counter;
+//! rename, remove, list, mkdir, exists, lock, `sync_dir`) gets an index from one counter;
 //! mutating operations also get a *write point* index. A plan fails one operation index once,
 //! fails every operation from a write point on (a crash: nothing reaches the disk after it),
 //! fails a named operation on a matching path, or fails operations at random from a seed. An
@@ -121,7 +121,7 @@ pub enum FaultPlan {
 pub struct InjectedFault {
     /// Operation index (see [`FaultPlan`]).
     pub operation_index: u64,
-    /// Operation name ("append", "sync", "sync_dir", "read", ...).
+    /// Operation name ("append", "sync", "`sync_dir`", "read", ...).
     pub operation: &'static str,
     /// True if the operation was one of the syncs (`sync`, `sync_dir`).
     pub is_sync: bool,
@@ -311,7 +311,12 @@ impl FaultFs {
     }
 
     /// Replaces a file's bytes with durable `contents` (for tests that corrupt files); not
-    /// counted. Panics if the inner file system fails (a test helper).
+    /// counted.
+    ///
+    /// # Panics
+    ///
+    /// If the inner file system fails: this is a test helper, and a test cannot go on
+    /// without the file it meant to plant.
     pub fn set_file_contents(&self, path: &Path, contents: Vec<u8>) {
         if let Err(error) = self.set_file_contents_checked(path, contents) {
             panic!("set_file_contents({}): {error}", path.display());

@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A small deterministic generator (SplitMix64), so the library needs no `rand`.
+/// A small deterministic generator (`SplitMix64`), so the library needs no `rand`.
 #[derive(Debug, Clone)]
 pub(super) struct SplitMix64(pub(super) u64);
 
@@ -248,6 +248,8 @@ impl State {
         let mut random = SplitMix64(seed ^ 0x5eed_c0de_0bad_f00d);
         let mut names = self.durable.clone();
         if !self.pending.is_empty() && random.next() % 2 == 1 {
+            // `up_to` stays below its bound, a `usize` length: exact.
+            #[allow(clippy::cast_possible_truncation)]
             let kept = random.up_to(self.pending.len() as u64) as usize;
             for operation in self.pending.iter().take(kept) {
                 operation.apply(&mut names);
@@ -306,11 +308,15 @@ impl State {
 }
 
 /// Bytes a file keeps across a power loss (model item 3).
+// Test-support model, not a data path: every range is clamped to the image and the data
+// lengths just before it is used, and `up_to` stays below its bound, so the casts of those
+// bounded `u64`s back to `usize` are exact.
+#[allow(clippy::indexing_slicing, clippy::cast_possible_truncation)]
 fn surviving_bytes(inode: &Inode, holes: bool, random: &mut SplitMix64) -> Vec<u8> {
+    const PAGE: usize = 4096;
     if !inode.reserved && !holes {
         return surviving_prefix(inode, random);
     }
-    const PAGE: usize = 4096;
     let synced = inode.synced_bytes.min(inode.data.len());
     let live = inode.allocated.max(inode.data.len() as u64);
     let low = inode.durable_length.min(live).max(synced as u64);
@@ -343,6 +349,10 @@ fn surviving_bytes(inode: &Inode, holes: bool, random: &mut SplitMix64) -> Vec<u
 }
 
 /// Synced bytes plus a random prefix of the unsynced ones, the last sector sometimes torn.
+// Test-support model, not a data path: every range is clamped to the image and the data
+// lengths just before it is used, and `up_to` stays below its bound, so the casts of those
+// bounded `u64`s back to `usize` are exact.
+#[allow(clippy::indexing_slicing, clippy::cast_possible_truncation)]
 fn surviving_prefix(inode: &Inode, random: &mut SplitMix64) -> Vec<u8> {
     const SECTOR: usize = 512;
     let synced = inode.synced_bytes.min(inode.data.len());
