@@ -28,7 +28,7 @@ pub use fs::fault as fault_fs;
 pub use fs::{FaultFs, FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, ValueKind};
 pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};
-pub use options::{Compression, Options, ReadOptions, WriteOptions};
+pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};
 
 pub mod batch;
 pub mod compaction;

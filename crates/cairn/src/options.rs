@@ -9,6 +9,23 @@ use std::sync::Arc;
 
 pub use crate::sstable::Compression;
 
+/// How recovery treats a bad WAL record followed by valid ones in the WAL's *unsynced* part
+/// (bytes past the last length a sync marker names). After a power loss a disk may write back
+/// unsynced pages in any order, leaving exactly that. Damage to synced bytes is always
+/// `Error::Corruption`, and so is any such damage in a version-1 WAL (no sync markers), in
+/// both modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecovery {
+    /// Recover the writes before the first bad record and drop the rest of the log and every
+    /// newer WAL, as for a torn tail; report what was dropped on stderr. Every synced write is
+    /// kept. RocksDB calls this point-in-time recovery.
+    #[default]
+    PointInTime,
+    /// Refuse to open (`Error::Corruption`): for users who would rather inspect a damaged log
+    /// than lose unsynced writes that reached the disk after the hole.
+    Strict,
+}
+
 /// Options fixed when a database is opened.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -30,6 +47,8 @@ pub struct Options {
     /// (`FileSystem::create_log`): an append is a copy into the page cache instead of a
     /// `write(2)`, with the same durability (survives a process crash; `sync` for power loss).
     pub wal_memory_mapped: bool,
+    /// What recovery does with a WAL whose unsynced tail has a hole (see [`WalRecovery`]).
+    pub wal_recovery: WalRecovery,
     /// Target size of an SSTable data block before compression.
     pub block_size_bytes: usize,
     /// Entries between restart points in a data block.
@@ -79,6 +98,7 @@ impl Default for Options {
             max_immutable_memtables: 4,
             wal_enabled: true,
             wal_memory_mapped: true,
+            wal_recovery: WalRecovery::PointInTime,
             block_size_bytes: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: 10,
