@@ -8,6 +8,7 @@ use crate::fs::{FileSystem, StdFs};
 use std::sync::Arc;
 
 pub use crate::sstable::Compression;
+pub use crate::wal::WalRecovery;
 
 /// Options fixed when a database is opened.
 #[derive(Debug, Clone)]
@@ -32,6 +33,8 @@ pub struct Options {
     /// (`FileSystem::create_log`): an append is a copy into the page cache instead of a
     /// `write(2)`, with the same durability (survives a process crash; `sync` for power loss).
     pub wal_memory_mapped: bool,
+    /// What recovery does with a WAL whose unsynced tail has a hole (see [`WalRecovery`]).
+    pub wal_recovery: WalRecovery,
     /// Target size of an `SSTable` data block before compression.
     pub block_size_bytes: usize,
     /// Entries between restart points in a data block.
@@ -81,6 +84,7 @@ impl Default for Options {
             max_immutable_memtables: 4,
             wal_enabled: true,
             wal_memory_mapped: true,
+            wal_recovery: WalRecovery::PointInTime,
             block_size_bytes: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: 10,

@@ -87,5 +87,8 @@ pub mod version {
 
 /// The write-ahead log's record format.
 pub mod wal {
-    pub use crate::wal::{parse_log, LogWriter};
+    pub use crate::wal::{
+        parse_log, parse_wal, sync_marker_record, wal_header_record, LogWriter,
+        RECORD_PAYLOAD_BYTES_MAX, WAL_SYNC_MARKER_MAGIC,
+    };
 }

@@ -3,29 +3,67 @@
 //! A log is a sequence of checksummed, 8-byte-aligned records; the byte layout is in
 //! docs/format.md, "Log record", and the constants below mirror it. Alignment lets the
 //! concurrent WAL writer (`wal_writer`) publish a record with one atomic store of its 8-byte
-//! header. The framing carries no version field of its own: docs/format.md, "Format versions",
-//! says how the next change to it introduces one. On disk: never change the meaning of these
-//! bytes without following docs/format.md, "Changing the format".
+//! header. On disk: never change the meaning of these bytes without following
+//! docs/format.md, "Changing the format".
 //!
-//! Reading a log distinguishes two kinds of damage:
+//! A version-2 WAL starts with a header record ([`WAL_HEADER_MAGIC`], version) and carries
+//! *sync markers* ([`WAL_SYNC_MARKER_MAGIC`], `durable_bytes`): after an fdatasync of a live
+//! log, the next bytes written name the length that sync made durable. Neither can be taken
+//! for a write batch, whose first field is a sequence number below 2^56. A WAL without a
+//! header is version 1 (no markers), read exactly as before markers existed.
+//!
+//! Reading a log distinguishes kinds of damage:
 //! 1. A *torn tail*: the last record was only partly written when the process or machine
 //!    died. Nothing valid follows it. It is expected after a crash; the reader stops there and
 //!    reports the offset so the caller can ignore it.
-//! 2. *Mid-file corruption*: a bad record followed by at least one valid record. Data that was
-//!    acknowledged is damaged; the reader returns [`Error::Corruption`] with file and offset.
+//! 2. *Mid-file corruption*: a bad record followed by at least one valid record, in a log
+//!    that cannot say which bytes were synced (the MANIFEST, synced after every record, and a
+//!    version-1 WAL). Data that was acknowledged is damaged; the reader returns
+//!    [`Error::Corruption`] with file and offset.
+//! 3. In a version-2 WAL, a bad record before the largest `durable_bytes` any valid sync
+//!    marker names (before or after the damage) is damage to synced bytes: corruption. One at
+//!    or past it, followed by valid records, is a *lost unsynced tail*: a power loss wrote
+//!    back unsynced pages out of order. Under [`WalRecovery::PointInTime`] the reader keeps
+//!    the records before it and reports what it dropped ([`LostTail`]); under
+//!    [`WalRecovery::Strict`] it is corruption.
 //!
-//! The rule assumes what a file system gives us for appends: after a crash a file holds a
-//! prefix of what was appended, possibly with a garbage tail. Zero-length records are never
-//! written, so a zero-filled tail is always recognised as a tail.
+//! The rule assumes what a file system gives us for appends: after a crash a file holds its
+//! synced bytes, and of the rest a prefix (or, writing back pages in any order, any subset of
+//! pages), possibly with a garbage tail. Zero-length records are never written, so a
+//! zero-filled tail or hole is never taken for a record.
 //!
 //! Thread-safety contract: a `LogWriter` is owned by one thread at a time (`&mut self`). It
 //! writes the MANIFEST only (the `VersionSet` holds it under the `versions` lock); the live
 //! WAL is written concurrently by `wal_writer`, which shares this module's record framing.
+//! Reading is a pure function of the bytes.
+//!
+//! Invariants (checked by the parsers on every read):
+//! 1. Valid records are returned in file order, each starting where the previous one ends.
+//! 2. A sync marker names a length at or before its own offset (it is written after the sync
+//!    it reports); one naming a later offset is corruption.
+//! 3. A lost unsynced tail starts at or past every `durable_bytes` named in the file.
 
 use crate::coding::{get_u32, masked_crc2};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use std::path::{Path, PathBuf};
+
+/// How recovery treats a bad WAL record followed by valid ones in the WAL's *unsynced* part
+/// (bytes past the last length a sync marker names). After a power loss a disk may write back
+/// unsynced pages in any order, leaving exactly that. Damage to synced bytes is always
+/// `Error::Corruption`, and so is any such damage in a version-1 WAL (no sync markers), in
+/// both modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecovery {
+    /// Recover the writes before the first bad record and drop the rest of the log and every
+    /// newer WAL, as for a torn tail; report what was dropped on stderr. Every synced write is
+    /// kept. `RocksDB` calls this point-in-time recovery.
+    #[default]
+    PointInTime,
+    /// Refuse to open (`Error::Corruption`): for users who would rather inspect a damaged log
+    /// than lose unsynced writes that reached the disk after the hole.
+    Strict,
+}
 
 /// Bytes of a record header (`masked crc32c u32 | length u32`). On disk: never change.
 pub const RECORD_HEADER_BYTES: usize = 8;
@@ -58,6 +96,87 @@ pub fn record_header(payload: &[u8]) -> u64 {
     let length = (payload.len() as u32).to_le_bytes();
     let crc = masked_crc2(&length, payload);
     u64::from(crc) | (u64::from(payload.len() as u32) << 32)
+}
+
+/// WAL format version this build writes (in the header record). Version 1 is a WAL without
+/// a header. On disk: never reuse a number.
+pub const WAL_FORMAT_VERSION: u32 = 2;
+
+/// First 8 bytes of a WAL header record's payload (`magic | version u32`). On disk: never
+/// change.
+pub const WAL_HEADER_MAGIC: [u8; 8] = *b"cairnWAL";
+
+/// First 8 bytes of a sync marker's payload (`magic | durable_bytes u64`). On disk: never
+/// change.
+pub const WAL_SYNC_MARKER_MAGIC: [u8; 8] = *b"cairnSYN";
+
+/// Payload bytes of a WAL header record.
+pub const WAL_HEADER_PAYLOAD_BYTES: usize = 12;
+
+/// Payload bytes of a sync marker record.
+pub const WAL_SYNC_MARKER_PAYLOAD_BYTES: usize = 16;
+
+/// A whole record (header, payload, zero padding) as bytes, for writers that append framed
+/// records to a file themselves.
+pub fn encode_record(payload: &[u8]) -> Vec<u8> {
+    let mut record = Vec::with_capacity(record_bytes(payload.len()));
+    record.extend_from_slice(&record_header(payload).to_le_bytes());
+    record.extend_from_slice(payload);
+    record.resize(record_bytes(payload.len()), 0);
+    record
+}
+
+/// The header record every version-2 WAL starts with.
+pub fn wal_header_record() -> Vec<u8> {
+    let mut payload = [0u8; WAL_HEADER_PAYLOAD_BYTES];
+    payload[..8].copy_from_slice(&WAL_HEADER_MAGIC);
+    payload[8..].copy_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
+    encode_record(&payload)
+}
+
+/// The sync marker record saying the first `durable_bytes` bytes of the WAL are synced.
+pub fn sync_marker_record(durable_bytes: u64) -> Vec<u8> {
+    let mut payload = [0u8; WAL_SYNC_MARKER_PAYLOAD_BYTES];
+    payload[..8].copy_from_slice(&WAL_SYNC_MARKER_MAGIC);
+    payload[8..].copy_from_slice(&durable_bytes.to_le_bytes());
+    encode_record(&payload)
+}
+
+/// What a WAL record's payload is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WalPayload {
+    /// A header naming this WAL format version.
+    Header(u32),
+    /// A sync marker naming the bytes made durable.
+    SyncMarker(u64),
+    /// A write batch (anything else; the batch decoder judges it).
+    Batch,
+}
+
+fn classify(payload: &[u8]) -> WalPayload {
+    let tail = |start: usize| payload.get(start..).unwrap_or_default();
+    match (payload.len(), payload.get(..8)) {
+        (WAL_HEADER_PAYLOAD_BYTES, Some(magic)) if magic == WAL_HEADER_MAGIC => {
+            WalPayload::Header(get_u32(tail(8), 0).unwrap_or(0))
+        }
+        (WAL_SYNC_MARKER_PAYLOAD_BYTES, Some(magic)) if magic == WAL_SYNC_MARKER_MAGIC => {
+            WalPayload::SyncMarker(crate::coding::get_u64(tail(8), 0).unwrap_or(u64::MAX))
+        }
+        _ => WalPayload::Batch,
+    }
+}
+
+/// A lost unsynced tail that a version-2 WAL read under [`WalRecovery::PointInTime`] dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostTail {
+    /// Offset of the first bad record: the recovered prefix ends here.
+    pub offset: u64,
+    /// Offset of the first valid record after it.
+    pub resumes_at: u64,
+    /// The largest length a valid sync marker says was durable (at most `offset`).
+    pub durable_bytes: u64,
+    /// Valid write-batch records after the damage, dropped with it.
+    pub dropped_records: usize,
 }
 
 /// Appends records to a log file.
@@ -138,6 +257,12 @@ pub struct LogContents {
     records: Vec<(usize, usize)>,
     /// Offset of a torn tail that was ignored, if any.
     pub torn_tail_offset: Option<u64>,
+    /// A version-2 WAL's lost unsynced tail, dropped (see the module doc, item 3).
+    pub lost_unsynced_tail: Option<LostTail>,
+    /// The WAL format version read (1 for a MANIFEST or a WAL without a header). Only the
+    /// format tests look at it: recovery treats both versions through `lost_unsynced_tail`.
+    #[cfg(any(test, feature = "testing"))]
+    pub wal_version: u32,
 }
 
 impl LogContents {
@@ -232,7 +357,180 @@ pub fn parse_log_limited(bytes: Vec<u8>, path: &Path, payload_max: usize) -> Res
         bytes,
         records,
         torn_tail_offset,
+        lost_unsynced_tail: None,
+        #[cfg(any(test, feature = "testing"))]
+        wal_version: 1,
     })
+}
+
+/// Reads the WAL at `path` (see the module doc for the damage rules). `expect_header`: the
+/// database writes version-2 WALs (its MANIFEST is version 2 or later), so a WAL whose first
+/// record is damaged is read as version 2, with its header lost in the unsynced tail.
+pub fn read_wal(
+    file_system: &dyn FileSystem,
+    path: &Path,
+    payload_max: usize,
+    expect_header: bool,
+    recovery: WalRecovery,
+) -> Result<LogContents> {
+    let bytes = file_system.read_all(path)?;
+    parse_wal(bytes, path, payload_max, expect_header, recovery)
+}
+
+/// Parses WAL bytes read from `path`: [`read_wal`] without the read. The returned records
+/// are write batches only (headers and sync markers are consumed here).
+pub fn parse_wal(
+    bytes: Vec<u8>,
+    path: &Path,
+    payload_max: usize,
+    expect_header: bool,
+    recovery: WalRecovery,
+) -> Result<LogContents> {
+    let payload_max = payload_max.min(RECORD_PAYLOAD_BYTES_MAX);
+    let first = valid_record_at(&bytes, 0, payload_max)
+        .and_then(|length| bytes.get(RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + length))
+        .map(classify);
+    match first {
+        Some(WalPayload::Header(WAL_FORMAT_VERSION)) => {}
+        Some(WalPayload::Header(version)) => {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("WAL format version {version}; this build reads versions 1 and 2"),
+            ))
+        }
+        None if expect_header && !bytes.is_empty() => {}
+        // A valid first record that is not a header: version 1, read by the old rules.
+        _ => return parse_log_limited(bytes, path, payload_max),
+    }
+    let scan = scan_records(&bytes, 0, payload_max, path)?;
+    let Some(bad) = scan.first_bad else {
+        return Ok(scan.into_contents(bytes, None, None));
+    };
+    let after = scan_records(&bytes, bad + RECORD_ALIGNMENT, payload_max, path)?;
+    let durable_bytes = scan.durable_bytes.max(after.durable_bytes);
+    if (bad as u64) < durable_bytes {
+        return Err(Error::corruption(
+            path,
+            bad as u64,
+            format!(
+                "bad WAL record in synced bytes: a sync marker says the first {durable_bytes} \
+                 bytes were made durable"
+            ),
+        ));
+    }
+    let Some(resumes_at) = after.first_valid else {
+        return Ok(scan.into_contents(bytes, Some(bad as u64), None));
+    };
+    if recovery == WalRecovery::Strict {
+        return Err(Error::corruption(
+            path,
+            bad as u64,
+            format!(
+                "bad log record followed by a valid record at offset {resumes_at}, in the \
+                 unsynced tail (WalRecovery::Strict refuses to drop it)"
+            ),
+        ));
+    }
+    let lost = LostTail {
+        offset: bad as u64,
+        resumes_at: resumes_at as u64,
+        durable_bytes,
+        dropped_records: after.records.len(),
+    };
+    Ok(scan.into_contents(bytes, None, Some(lost)))
+}
+
+/// What one pass over a version-2 WAL's records found.
+struct Scan {
+    /// `(payload offset, length)` of the write-batch records.
+    records: Vec<(usize, usize)>,
+    /// Offset of the first valid record.
+    first_valid: Option<usize>,
+    /// Offset of the first bad record (the pass from offset 0 stops there).
+    first_bad: Option<usize>,
+    /// The largest `durable_bytes` of a valid sync marker.
+    durable_bytes: u64,
+}
+
+impl Scan {
+    fn into_contents(
+        self,
+        bytes: Vec<u8>,
+        torn_tail_offset: Option<u64>,
+        lost_unsynced_tail: Option<LostTail>,
+    ) -> LogContents {
+        if cfg!(feature = "invariants") {
+            // Invariants 1 and 3.
+            assert!(
+                self.records
+                    .windows(2)
+                    .all(|pair| matches!(pair, [a, b] if a.0 < b.0)),
+                "WAL records out of file order"
+            );
+            if let Some(lost) = &lost_unsynced_tail {
+                assert!(lost.offset >= lost.durable_bytes && lost.resumes_at > lost.offset);
+            }
+        }
+        LogContents {
+            bytes,
+            records: self.records,
+            torn_tail_offset,
+            lost_unsynced_tail,
+            #[cfg(any(test, feature = "testing"))]
+            wal_version: WAL_FORMAT_VERSION,
+        }
+    }
+}
+
+/// Walks records from `start`. From offset 0 it stops at the first bad record; from anywhere
+/// else (past a bad record) it steps over bad bytes one alignment unit at a time and collects
+/// every valid record after them.
+fn scan_records(bytes: &[u8], start: usize, payload_max: usize, path: &Path) -> Result<Scan> {
+    let mut scan = Scan {
+        records: Vec::new(),
+        first_valid: None,
+        first_bad: None,
+        durable_bytes: 0,
+    };
+    let mut offset = start;
+    while offset < bytes.len() {
+        let Some(length) = valid_record_at(bytes, offset, payload_max) else {
+            if start == 0 {
+                scan.first_bad = Some(offset);
+                break;
+            }
+            offset += RECORD_ALIGNMENT;
+            continue;
+        };
+        scan.first_valid.get_or_insert(offset);
+        let payload_start = offset + RECORD_HEADER_BYTES;
+        let payload = bytes
+            .get(payload_start..payload_start + length)
+            .unwrap_or_default();
+        match classify(payload) {
+            WalPayload::Header(_) if offset == 0 => {}
+            WalPayload::Header(_) => {
+                return Err(Error::corruption(
+                    path,
+                    offset as u64,
+                    "WAL header record past the start of the WAL",
+                ))
+            }
+            // Invariant 2: a marker is written after the sync it reports.
+            WalPayload::SyncMarker(durable) if durable > offset as u64 => {
+                return Err(Error::corruption(
+                    path,
+                    offset as u64,
+                    format!("sync marker names {durable} durable bytes, past itself"),
+                ))
+            }
+            WalPayload::SyncMarker(durable) => scan.durable_bytes = scan.durable_bytes.max(durable),
+            WalPayload::Batch => scan.records.push((payload_start, length)),
+        }
+        offset += record_bytes(length);
+    }
+    Ok(scan)
 }
 
 #[cfg(test)]
@@ -298,5 +596,75 @@ mod tests {
         let contents = parse_log(damaged, path).unwrap();
         assert_eq!(contents.record_count(), 2);
         assert_eq!(contents.torn_tail_offset, Some(32));
+    }
+
+    /// A version-2 WAL: header, batch A, marker (A synced), batch B, batch C. Returns the
+    /// bytes and each record's offset.
+    fn v2_wal() -> (Vec<u8>, Vec<usize>) {
+        let batch = |sequence: u64| {
+            let mut payload = sequence.to_le_bytes().to_vec();
+            payload.extend_from_slice(&[1, 0, 0, 0, 9, 9, 9, 9]);
+            encode_record(&payload)
+        };
+        let mut bytes = wal_header_record();
+        let mut offsets = vec![0];
+        offsets.push(bytes.len());
+        bytes.extend(batch(1));
+        offsets.push(bytes.len());
+        bytes.extend(sync_marker_record(bytes.len() as u64));
+        for sequence in [2, 3] {
+            offsets.push(bytes.len());
+            bytes.extend(batch(sequence));
+        }
+        (bytes, offsets)
+    }
+
+    fn read(bytes: Vec<u8>, expect_header: bool, recovery: WalRecovery) -> Result<LogContents> {
+        parse_wal(bytes, Path::new("/w.log"), 1 << 20, expect_header, recovery)
+    }
+
+    #[test]
+    fn wal_holes_are_corruption_in_synced_bytes_and_a_lost_tail_after_them() {
+        let (pristine, offsets) = v2_wal();
+        let contents = read(pristine.clone(), false, WalRecovery::Strict).unwrap();
+        assert_eq!((contents.wal_version, contents.record_count()), (2, 3));
+        // A hole in batch B (unsynced) followed by C: a lost tail, or corruption if strict.
+        let mut holed = pristine.clone();
+        holed[offsets[3]..offsets[3] + 8].fill(0);
+        let contents = read(holed.clone(), false, WalRecovery::PointInTime).unwrap();
+        assert_eq!(contents.record_count(), 1);
+        let lost = contents.lost_unsynced_tail.unwrap();
+        assert_eq!(
+            (lost.offset, lost.resumes_at),
+            (offsets[3] as u64, offsets[4] as u64)
+        );
+        assert_eq!(
+            (lost.durable_bytes, lost.dropped_records),
+            (offsets[2] as u64, 1)
+        );
+        assert!(read(holed, false, WalRecovery::Strict)
+            .unwrap_err()
+            .is_corruption());
+        // A hole in the header or batch A, which the marker says were synced: corruption,
+        // also when the header is gone and only the MANIFEST says the WAL is version 2.
+        for (record, expect_header) in [(0, true), (1, false)] {
+            let mut damaged = pristine.clone();
+            damaged[offsets[record]..offsets[record] + 8].fill(0);
+            match read(damaged, expect_header, WalRecovery::PointInTime) {
+                Err(Error::Corruption { offset, .. }) => assert_eq!(offset, offsets[record] as u64),
+                other => panic!("record {record}: {other:?}"),
+            }
+        }
+        // Without the MANIFEST's word, a WAL without a header is version 1: a hole is
+        // corruption, as before sync markers existed.
+        let mut headless = pristine.clone();
+        headless[..8].fill(0);
+        assert!(read(headless, false, WalRecovery::PointInTime).is_err());
+        // A marker claiming bytes past itself is corruption (invariant 2).
+        let (mut bytes, _) = v2_wal();
+        bytes.extend(sync_marker_record(1 << 20));
+        assert!(read(bytes, false, WalRecovery::PointInTime)
+            .unwrap_err()
+            .is_corruption());
     }
 }

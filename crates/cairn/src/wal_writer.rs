@@ -43,11 +43,21 @@
 //! 6. The writer whose reservation did not fit, and which therefore sealed the segment,
 //!    holds the first reservation of the successor it installs: a record larger than the
 //!    segment size cannot be starved by small reservations landing in its successor first.
+//! 7. A log's file starts with the WAL header record (`wal::wal_header_record`), written with
+//!    its first records. After a sync in `lead`, the next bytes written (ahead of the next
+//!    records) are a sync marker naming the file length that sync made durable, which is
+//!    exactly the marker's own offset: recovery uses markers to tell damaged synced bytes
+//!    (corruption) from a hole in the unsynced tail. A marker is written only with records
+//!    after it, so a finished log never ends in one, and the final sync of a finished log
+//!    (`sync_finished`) writes none: an unsynced trailing marker, torn by a power loss, would
+//!    read as a torn tail and hide every newer log.
 
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::sync::{spin_wait, AtomicU64, Ordering};
-use crate::wal::{record_bytes, record_header, RECORD_HEADER_BYTES};
+use crate::wal::{
+    record_bytes, record_header, sync_marker_record, wal_header_record, RECORD_HEADER_BYTES,
+};
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -270,6 +280,34 @@ impl Segment {
     }
 }
 
+/// Appends what goes ahead of a log's next records: the WAL header before the first ones, a
+/// sync marker after a sync (invariant 7).
+fn write_preamble(
+    file: &mut dyn WritableFile,
+    header_written: &mut bool,
+    pending_sync_marker: &mut Option<u64>,
+) -> Result<()> {
+    if !*header_written {
+        if cfg!(feature = "invariants") {
+            assert_eq!(file.size_bytes(), 0, "WAL header written past the start");
+        }
+        file.append(&wal_header_record())?;
+        *header_written = true;
+    }
+    if let Some(durable_bytes) = pending_sync_marker.take() {
+        if cfg!(feature = "invariants") {
+            // Invariant 7: nothing was appended between the sync and its marker.
+            assert_eq!(
+                file.size_bytes(),
+                durable_bytes,
+                "sync marker not at the synced length"
+            );
+        }
+        file.append(&sync_marker_record(durable_bytes))?;
+    }
+    Ok(())
+}
+
 impl Drop for Segment {
     fn drop(&mut self) {
         if !self.buffer.is_null() {
@@ -293,6 +331,11 @@ struct LeaderState {
     /// does, a power loss can bring back the reserved zero tail, which recovery reads as a
     /// torn tail that hides every newer log.
     trim_unsynced: bool,
+    /// The WAL header record is in the file (invariant 7).
+    header_written: bool,
+    /// A sync made this many bytes durable; the marker saying so goes ahead of the next
+    /// records (invariant 7).
+    pending_sync_marker: Option<u64>,
 }
 
 /// One WAL file (or, with the WAL off, just a sequence source). See the module docs.
@@ -360,6 +403,8 @@ impl Log {
                 previous_unwritten: previous.clone(),
                 retired: false,
                 trim_unsynced: false,
+                header_written: false,
+                pending_sync_marker: None,
             }),
             unsynced_previous: Mutex::new(previous),
             previous_synced,
@@ -557,6 +602,11 @@ impl Log {
             if let Some((end, last)) = state.segment.published_prefix(state.offset) {
                 let bytes = state.segment.bytes(state.offset, end);
                 if let Some(file) = state.file.as_mut() {
+                    write_preamble(
+                        file.as_mut(),
+                        &mut state.header_written,
+                        &mut state.pending_sync_marker,
+                    )?;
                     file.append(bytes)?;
                 }
                 state.offset = end;
@@ -603,6 +653,7 @@ impl Log {
             }
             if let Some(file) = state.file.as_mut() {
                 file.sync()?;
+                state.pending_sync_marker = Some(file.size_bytes());
             }
             self.synced_sequence.store(written, Ordering::Release);
         }

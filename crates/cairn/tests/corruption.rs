@@ -2,17 +2,25 @@
 //! SSTable data/index/filter/properties/footer, MANIFEST, CURRENT), then open it and read
 //! everything (a full scan and a `get` per key).
 //!
-//! Rules checked for every damaged copy:
+//! The WAL's last writes are synced one by one, so every WAL byte but those after its last
+//! sync marker is known to be synced (the marker of the last sync is never written: no record
+//! follows it). Rules checked for every damaged copy:
 //! - never a panic, never a wrong value: if everything reads without error, the state is
-//!   exactly the written one — or, for damage in the last record of the WAL (a torn tail by
-//!   the rule in `wal.rs`), the written state without the last write;
+//!   exactly the written one — or, for damage after the WAL's last sync marker (a torn tail
+//!   or a lost unsynced tail by the rules in `wal.rs`), the written state without the last
+//!   write;
 //! - SSTables are checksummed end to end: any damage is reported as `Error::Corruption`
 //!   naming that table and an offset near the damage (at most one 64-byte footer past it:
 //!   a checksum mismatch is reported where the checksum is stored);
-//! - damage in a WAL or MANIFEST record followed by a valid record is `Error::Corruption`
-//!   naming that file and an offset near the damage (mid-file corruption);
+//! - damage in a MANIFEST record followed by a valid record, and damage to WAL bytes a sync
+//!   marker says were synced, is `Error::Corruption` naming that file and an offset near the
+//!   damage (mid-file corruption);
 //! - damage in the last MANIFEST record (a torn tail) and in CURRENT (not checksummed) must
 //!   be reported by some error or leave the state intact.
+//!
+//! Damage to *unsynced* WAL bytes is tested apart
+//! (`damage_in_unsynced_wal_bytes_recovers_a_prefix_unless_strict`): it is a power loss's
+//! hole, recovered as a prefix, or refused under `WalRecovery::Strict`.
 //!
 //! Scale with `CAIRN_CORRUPTION_STRIDE` (test every n-th byte of large files, default 3).
 
@@ -21,7 +29,7 @@
 mod common;
 
 use cairn::testing::filename::{self, FileKind};
-use cairn::{Db, Error, FileSystem, MemFs, Options};
+use cairn::{Db, Error, FileSystem, MemFs, Options, WalRecovery, WriteOptions};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::panic::AssertUnwindSafe;
@@ -58,7 +66,13 @@ fn build() -> (BTreeMap<PathBuf, Vec<u8>>, State, State) {
             "value-{index}-{round}-{}",
             "z".repeat((index % 40) as usize)
         );
-        db.put(&key(index), value.as_bytes()).unwrap();
+        // Synced: the WAL-only writes leave a sync marker after each record but the last.
+        db.put_with(
+            &WriteOptions { sync: round == 2 },
+            &key(index),
+            value.as_bytes(),
+        )
+        .unwrap();
         state.insert(key(index), value.into_bytes());
     };
     for index in 0..400 {
@@ -75,7 +89,7 @@ fn build() -> (BTreeMap<PathBuf, Vec<u8>>, State, State) {
     let mut before_last = state.clone();
     for index in 0..12 {
         before_last = state.clone();
-        put(&db, &mut state, 1000 + index, 2); // in the WAL only
+        put(&db, &mut state, 1000 + index, 2); // in the WAL only, synced
     }
     drop(db);
     let mut files = BTreeMap::new();
@@ -115,10 +129,19 @@ fn read_all(files: &BTreeMap<PathBuf, Vec<u8>>, keys: &[Vec<u8>]) -> Result<Stat
     Ok(state)
 }
 
-/// Offset of the last record of a log file (WAL or MANIFEST).
-fn last_record_offset(path: &Path, bytes: &[u8]) -> u64 {
+/// Offset of the last record of a MANIFEST, or of the last sync marker of a WAL: damage
+/// from there on may be taken for a torn or lost unsynced tail.
+fn tail_offset(path: &Path, bytes: &[u8]) -> u64 {
     let contents = cairn::testing::wal::parse_log(bytes.to_vec(), path).unwrap();
-    contents.records().last().map(|(offset, _)| offset).unwrap()
+    let is_wal = matches!(kind_of(path), FileKind::Wal(_));
+    contents
+        .records()
+        .filter(|(_, payload)| {
+            !is_wal || payload.starts_with(&cairn::testing::wal::WAL_SYNC_MARKER_MAGIC)
+        })
+        .last()
+        .map(|(offset, _)| offset)
+        .unwrap()
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -178,7 +201,7 @@ fn corruption_sweep_detects_damage_in_every_file_type() {
         };
         kinds_seen.insert(label);
         let tail_start = match kind {
-            FileKind::Wal(_) | FileKind::Manifest(_) => Some(last_record_offset(path, pristine)),
+            FileKind::Wal(_) | FileKind::Manifest(_) => Some(tail_offset(path, pristine)),
             _ => None,
         };
         let step = if pristine.len() <= 600 { 1 } else { stride };
@@ -272,4 +295,93 @@ fn corruption_sweep_detects_damage_in_every_file_type() {
         failures.len(),
         failures[..failures.len().min(30)].join("\n")
     );
+}
+
+/// Writes `count` WAL-only puts after one synced put; returns the files, the keys written
+/// in order and the WAL's path.
+fn unsynced_wal(count: u32) -> (BTreeMap<PathBuf, Vec<u8>>, Vec<Vec<u8>>, PathBuf) {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).unwrap();
+    let mut keys = Vec::new();
+    for index in 0..=count {
+        let sync = index == 0;
+        db.put_with(&WriteOptions { sync }, &key(index), &[b'v'; 300])
+            .unwrap();
+        keys.push(key(index));
+    }
+    drop(db);
+    let mut files = BTreeMap::new();
+    let mut wal = None;
+    for name in fs.list(Path::new(DB)).unwrap() {
+        let path = Path::new(DB).join(&name);
+        if matches!(filename::parse_file_name(&name), Some(FileKind::Wal(_))) {
+            wal = Some(path.clone());
+        }
+        if name != "LOCK" {
+            files.insert(path.clone(), fs.file_contents(&path).unwrap());
+        }
+    }
+    (files, keys, wal.unwrap())
+}
+
+fn open_with(files: &BTreeMap<PathBuf, Vec<u8>>, recovery: WalRecovery) -> Result<Db, Error> {
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new(DB)).unwrap();
+    for (path, contents) in files {
+        fs.set_file_contents(path, contents.clone());
+    }
+    Db::open(
+        DB,
+        Options {
+            wal_recovery: recovery,
+            ..options(&fs)
+        },
+    )
+}
+
+/// A hole in the unsynced part of a WAL (what a power loss leaves when pages reach the disk
+/// out of order) opens as a prefix of the writes holding the synced one, by default; strict
+/// recovery refuses it. Damage to the synced record is corruption in both modes.
+#[test]
+fn damage_in_unsynced_wal_bytes_recovers_a_prefix_unless_strict() {
+    let (files, keys, wal) = unsynced_wal(12);
+    let pristine = files[&wal].clone();
+    let records: Vec<u64> = cairn::testing::wal::parse_log(pristine.clone(), &wal)
+        .unwrap()
+        .records()
+        .map(|(offset, _)| offset)
+        .collect();
+    // Header, the synced put, its sync marker (written after the sync: unsynced itself), then
+    // 12 unsynced puts; damage to the last one is a plain torn tail.
+    assert_eq!(records.len(), 15);
+    for hole in 2..records.len() - 1 {
+        let mut damaged = files.clone();
+        let bytes = damaged.get_mut(&wal).unwrap();
+        let start = records[hole] as usize;
+        bytes[start..start + 16].fill(0);
+        let db = open_with(&damaged, WalRecovery::PointInTime).unwrap();
+        let present: Vec<Vec<u8>> = common::scan(&db).into_keys().collect();
+        let mut expected = keys[..(hole - 2).max(1)].to_vec();
+        expected.sort();
+        assert_eq!(present, expected, "hole in record {hole}");
+        drop(db);
+        match open_with(&damaged, WalRecovery::Strict) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!((file, offset), (wal.clone(), records[hole]))
+            }
+            other => panic!("strict recovery of hole {hole}: {:?}", other.map(|_| ())),
+        }
+    }
+    for &record in &records[..2] {
+        let mut damaged = files.clone();
+        damaged.get_mut(&wal).unwrap()[record as usize + 9] ^= 0x40;
+        for recovery in [WalRecovery::PointInTime, WalRecovery::Strict] {
+            match open_with(&damaged, recovery) {
+                Err(Error::Corruption { file, offset, .. }) => {
+                    assert_eq!((file, offset), (wal.clone(), record))
+                }
+                other => panic!("synced record at {record}: {:?}", other.map(|_| ())),
+            }
+        }
+    }
 }

@@ -1,10 +1,12 @@
 //! Pins the on-disk format (docs/format.md) so that no change to a byte on disk goes unnoticed.
 //!
 //! 1. Golden bytes: each file kind's real encoder is fed fixed inputs and its output compared
-//!    byte for byte with a file under `tests/data/golden/v1/`; each golden file is then decoded
-//!    by today's reader, so old golden files keep testing that old bytes still read.
-//! 2. Backward compatibility: `tests/data/v1-db/` is a database written by format version 1
-//!    (see `generate_v1_db`); today's code must open a copy of it and read back every key.
+//!    byte for byte with a file under `tests/data/golden/vN/` of the version it writes today;
+//!    each golden file of every version is then decoded by today's reader, so old golden files
+//!    keep testing that old bytes still read. Version 2 added the WAL header and sync marker
+//!    records (and bumped the MANIFEST version that announces them).
+//! 2. Backward compatibility: `tests/data/vN-db/` is a database written by format version N
+//!    (see `generate_db`); today's code must open a copy of it and read back every key.
 //! 3. Version checks: a table or MANIFEST carrying a format version this build does not read is
 //!    refused with an error naming that version, never misread.
 //!
@@ -32,8 +34,11 @@ use cairn::testing::sstable::{
     TableOptions,
 };
 use cairn::testing::version::{AddedFile, VersionEdit, VersionSet, MANIFEST_FORMAT_VERSION};
-use cairn::testing::wal::{parse_log, LogWriter};
-use cairn::{Compression, Db, Error, FileSystem, MemFs, Options, StdFs};
+use cairn::testing::wal::{parse_log, parse_wal, LogWriter, RECORD_PAYLOAD_BYTES_MAX};
+use cairn::{
+    Compression, Db, Error, FileSystem, MemFs, Options, StdFs, WalRecovery, WriteBatch as Batch,
+    WriteOptions,
+};
 use common::TempDir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -44,18 +49,29 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Where the golden files of on-disk format version 1 live.
 const GOLDEN_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v1");
+/// Where the golden files of on-disk format version 2 live.
+const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v2");
 
 /// The database written by format version 1, and what it must read back.
 const V1_DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1-db");
 const V1_DB_EXPECTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1-db.expected");
+/// The database written by format version 2, and what it must read back.
+const V2_DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v2-db");
+const V2_DB_EXPECTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v2-db.expected");
 
-/// Compares `actual` with golden file `name`, reporting the first differing byte.
+/// Compares `actual` with version-1 golden file `name`.
 fn check_golden(name: &str, actual: &[u8]) {
-    let path = Path::new(GOLDEN_V1).join(name);
+    check_golden_in(GOLDEN_V1, name, actual);
+}
+
+/// Compares `actual` with golden file `name` in `directory`, reporting the first differing
+/// byte.
+fn check_golden_in(directory: &str, name: &str, actual: &[u8]) {
+    let path = Path::new(directory).join(name);
     let expected = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(_) if std::env::var_os("CAIRN_BLESS_GOLDEN").is_some() => {
-            std::fs::create_dir_all(GOLDEN_V1).unwrap();
+            std::fs::create_dir_all(directory).unwrap();
             std::fs::write(&path, actual).unwrap();
             return;
         }
@@ -87,6 +103,10 @@ fn hex(bytes: &[u8]) -> String {
 
 fn golden(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(GOLDEN_V1).join(name)).unwrap()
+}
+
+fn golden_v2(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(GOLDEN_V2).join(name)).unwrap()
 }
 
 /// The fixed batch of the batch and WAL goldens: a put, a delete and an empty put.
@@ -135,6 +155,102 @@ fn golden_wal_records() {
     assert_eq!(records.len(), 2);
     assert_eq!(records[0], (0, &sample_batch()[..]));
     assert!(DecodedBatch::decode(records[1].1).unwrap().is_void());
+    // Without a header it is a version-1 WAL, whatever the MANIFEST version.
+    for expect_header in [false, true] {
+        let contents = parse_wal(
+            golden("wal.log"),
+            path,
+            RECORD_PAYLOAD_BYTES_MAX,
+            expect_header,
+            WalRecovery::Strict,
+        )
+        .unwrap();
+        assert_eq!((contents.wal_version, contents.record_count()), (1, 2));
+    }
+}
+
+#[test]
+fn golden_v2_wal_header_and_sync_marker() {
+    check_golden_in(
+        GOLDEN_V2,
+        "wal-header.bin",
+        &cairn::testing::wal::wal_header_record(),
+    );
+    check_golden_in(
+        GOLDEN_V2,
+        "wal-sync-marker.bin",
+        &cairn::testing::wal::sync_marker_record(0x0102_0304_0506),
+    );
+    let contents = parse_log(
+        [
+            golden_v2("wal-header.bin"),
+            golden_v2("wal-sync-marker.bin"),
+        ]
+        .concat(),
+        Path::new("/000009.log"),
+    )
+    .unwrap();
+    let payloads: Vec<&[u8]> = contents.records().map(|(_, payload)| payload).collect();
+    assert_eq!(payloads[0], b"cairnWAL\x02\0\0\0");
+    assert_eq!(payloads[1], b"cairnSYN\x06\x05\x04\x03\x02\x01\0\0");
+}
+
+/// A whole version-2 WAL from the real writer: header, a synced batch, its sync marker, then
+/// a batch that was not synced.
+fn sample_v2_wal() -> Vec<u8> {
+    let fs = MemFs::new();
+    let directory = Path::new("/db");
+    let db = Db::open(
+        directory,
+        Options {
+            file_system: Arc::new(fs.clone()),
+            wal_memory_mapped: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut batch = Batch::new();
+    batch.put(b"apple", b"red").delete(b"banana");
+    db.write(&WriteOptions { sync: true }, batch).unwrap();
+    db.put(b"cherry", b"").unwrap();
+    let wal = fs
+        .list(directory)
+        .unwrap()
+        .into_iter()
+        .find(|name| name.ends_with(".log"))
+        .unwrap();
+    let bytes = fs.file_contents(&directory.join(wal)).unwrap();
+    drop(db);
+    bytes
+}
+
+#[test]
+fn golden_v2_wal() {
+    check_golden_in(GOLDEN_V2, "wal.log", &sample_v2_wal());
+    let path = Path::new("/000003.log");
+    let contents = parse_wal(
+        golden_v2("wal.log"),
+        path,
+        RECORD_PAYLOAD_BYTES_MAX,
+        true,
+        WalRecovery::Strict,
+    )
+    .unwrap();
+    assert_eq!(contents.wal_version, 2);
+    let sequences: Vec<u64> = contents
+        .records()
+        .map(|(_, payload)| DecodedBatch::decode(payload).unwrap().first_sequence)
+        .collect();
+    assert_eq!(sequences, vec![1, 3]);
+    // The synced batch is covered by the marker: damaging it is corruption, even under
+    // point-in-time recovery; damaging the unsynced one after it is a torn tail.
+    let mut damaged = golden_v2("wal.log");
+    damaged[30] ^= 1;
+    let error = parse_wal(damaged, path, 1 << 20, true, WalRecovery::PointInTime).unwrap_err();
+    assert!(
+        matches!(error, Error::Corruption { offset: 24, .. }),
+        "{error}"
+    );
 }
 
 /// Entries of the data-block golden: shared prefixes, two versions of one key, a delete.
@@ -282,13 +398,13 @@ fn added(number: u64, low: &[u8], high: &[u8], sequence: u64) -> AddedFile {
     }
 }
 
-/// An edit with every tag.
+/// An edit with every tag (format version 1, as in the version-1 golden file).
 fn sample_edit() -> VersionEdit {
     VersionEdit {
         log_number: Some(12),
         next_file_number: Some(20),
         last_sequence: Some(0x0a0b_0c0d),
-        format_version: Some(MANIFEST_FORMAT_VERSION),
+        format_version: Some(1),
         compact_pointers: vec![(1, internal_key(b"m", 5, ValueKind::Put))],
         deleted_files: vec![(0, 9), (1, 10)],
         added_files: vec![
@@ -304,6 +420,13 @@ fn golden_version_edit() {
     let edit = VersionEdit::decode(&golden("version-edit.bin")).unwrap();
     assert_eq!(edit.encode(), sample_edit().encode());
     assert_eq!(edit.added_files.len(), 2);
+    let today = VersionEdit {
+        format_version: Some(MANIFEST_FORMAT_VERSION),
+        ..sample_edit()
+    };
+    check_golden_in(GOLDEN_V2, "version-edit.bin", &today.encode());
+    let edit = VersionEdit::decode(&golden_v2("version-edit.bin")).unwrap();
+    assert_eq!(edit.format_version, Some(2));
 }
 
 /// Writes a MANIFEST through the real `VersionSet`: a snapshot, then two edits.
@@ -335,12 +458,24 @@ fn sample_manifest(fs: &MemFs) -> PathBuf {
 fn golden_manifest() {
     let fs = MemFs::new();
     let manifest = sample_manifest(&fs);
-    check_golden("manifest.log", &fs.file_contents(&manifest).unwrap());
+    // Today's MANIFEST is version 2; version 1 is only read.
+    check_golden_in(
+        GOLDEN_V2,
+        "manifest.log",
+        &fs.file_contents(&manifest).unwrap(),
+    );
+    for (version, bytes) in [(1, golden("manifest.log")), (2, golden_v2("manifest.log"))] {
+        let versions = recover_golden_manifest(bytes);
+        assert_eq!(versions.manifest_format_version, version);
+    }
+}
 
+/// Recovers a MANIFEST holding `bytes` (the sample MANIFEST) and checks what it says.
+fn recover_golden_manifest(bytes: Vec<u8>) -> VersionSet {
     let fs = MemFs::new();
     let directory = Path::new("/old");
     fs.create_dir_all(directory).unwrap();
-    fs.set_file_contents(&directory.join("MANIFEST-000001"), golden("manifest.log"));
+    fs.set_file_contents(&directory.join("MANIFEST-000001"), bytes);
     fs.set_file_contents(&directory.join("CURRENT"), b"MANIFEST-000001\n".to_vec());
     let mut versions = VersionSet::new(directory, Arc::new(fs), 7, 1 << 20);
     let edit_count = versions.recover().unwrap();
@@ -355,6 +490,7 @@ fn golden_manifest() {
     };
     assert_eq!((numbers(0), numbers(1)), (vec![], vec![4, 5]));
     assert_eq!((versions.log_number, versions.last_sequence), (3, 50));
+    versions
 }
 
 /// A MANIFEST whose only record is `edit`, named by CURRENT, in a fresh `MemFs`.
@@ -432,9 +568,9 @@ fn table_of_an_unknown_format_version_is_refused() {
     }
 }
 
-/// Reads `tests/data/v1-db.expected`: `put <key> <value>` or `absent <key>` per line.
-fn v1_expected() -> (State, Vec<Vec<u8>>) {
-    let text = std::fs::read_to_string(V1_DB_EXPECTED).unwrap();
+/// Reads `tests/data/vN-db.expected`: `put <key> <value>` or `absent <key>` per line.
+fn expected_state(path: &str) -> (State, Vec<Vec<u8>>) {
+    let text = std::fs::read_to_string(path).unwrap();
     let mut present = BTreeMap::new();
     let mut absent = Vec::new();
     for line in text.lines() {
@@ -444,7 +580,7 @@ fn v1_expected() -> (State, Vec<Vec<u8>>) {
                 present.insert(key.as_bytes().to_vec(), value.as_bytes().to_vec());
             }
             ["absent", key] => absent.push(key.as_bytes().to_vec()),
-            _ => panic!("bad line in {V1_DB_EXPECTED}: {line:?}"),
+            _ => panic!("bad line in {path}: {line:?}"),
         }
     }
     (present, absent)
@@ -460,11 +596,41 @@ fn std_options() -> Options {
 
 #[test]
 fn v1_database_opens_and_reads_back() {
-    let directory = TempDir::new("format-v1");
-    common::copy_dir(Path::new(V1_DB), directory.path());
+    database_opens_and_reads_back(V1_DB, V1_DB_EXPECTED, 1);
+}
+
+#[test]
+fn v2_database_opens_and_reads_back() {
+    database_opens_and_reads_back(V2_DB, V2_DB_EXPECTED, 2);
+}
+
+/// Opens a copy of the checked-in database of format `version` in `database` and reads back
+/// what `expected` lists; its WAL holds unflushed writes and is read as that WAL version.
+fn database_opens_and_reads_back(database: &str, expected: &str, version: u32) {
+    let directory = TempDir::new("format-db");
+    common::copy_dir(Path::new(database), directory.path());
+    let wal = std::fs::read_dir(directory.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|extension| extension == "log"))
+        .unwrap();
+    let contents = parse_wal(
+        std::fs::read(&wal).unwrap(),
+        &wal,
+        RECORD_PAYLOAD_BYTES_MAX,
+        version >= 2,
+        WalRecovery::Strict,
+    )
+    .unwrap();
+    assert_eq!(contents.wal_version, version);
+    assert!(
+        contents.record_count() > 0,
+        "no unflushed writes in the WAL"
+    );
     // The checked-in database has the shape the generator promises.
     let mut versions = VersionSet::new(directory.path(), Arc::new(StdFs), 7, 1 << 30);
     versions.recover().unwrap();
+    assert_eq!(versions.manifest_format_version, version);
     let current = versions.current();
     assert!(!current.files(0).is_empty(), "no level-0 table");
     assert!(
@@ -472,7 +638,7 @@ fn v1_database_opens_and_reads_back() {
         "no table at level >= 1"
     );
 
-    let (present, absent) = v1_expected();
+    let (present, absent) = expected_state(expected);
     let db = Db::open(directory.path(), std_options()).unwrap();
     for (key, value) in &present {
         assert_eq!(db.get(key).unwrap().as_ref(), Some(value), "{key:?}");
@@ -528,19 +694,33 @@ fn v1_database_claiming_another_manifest_version_is_refused() {
     }
 }
 
-/// Writes `tests/data/v1-db/` and `tests/data/v1-db.expected`; run once per format version:
-/// `cargo test -p cairn --test format -- --ignored generate_v1_db`. It refuses to overwrite:
-/// a checked-in database is never regenerated (a new format version gets a new directory and
-/// a generator of its own). Phases: 60 keys with deletes, compacted to the bottom level; then
-/// overwrites and deletes flushed to a level-0 table; then writes that stay in the WAL only
-/// (a clean close with the WAL on does not flush). Values are repetitive so LZ4 data blocks
-/// are in the tables too.
+/// Wrote `tests/data/v1-db/` and `tests/data/v1-db.expected` with the version-1 build; kept
+/// so the generator's history stays readable. It refuses to overwrite.
 #[test]
 #[ignore = "generator: writes the checked-in v1 database"]
 fn generate_v1_db() {
+    generate_db(V1_DB, V1_DB_EXPECTED);
+}
+
+/// Writes `tests/data/v2-db/` and `tests/data/v2-db.expected` (WALs with a header and sync
+/// markers): `cargo test -p cairn --test format -- --ignored generate_v2_db`.
+#[test]
+#[ignore = "generator: writes the checked-in v2 database"]
+fn generate_v2_db() {
+    generate_db(V2_DB, V2_DB_EXPECTED);
+}
+
+/// Writes a database with today's code into `database` and what it must read back into
+/// `expected`, once per format version. It refuses to overwrite: a checked-in database is
+/// never regenerated (a new format version gets a new directory and a generator of its own).
+/// Phases: 60 keys with deletes, compacted to the bottom level; then overwrites and deletes
+/// flushed to a level-0 table; then writes that stay in the WAL only (a clean close with the
+/// WAL on does not flush), one of them synced so a version-2 WAL holds a sync marker. Values
+/// are repetitive so LZ4 data blocks are in the tables too.
+fn generate_db(database: &str, expected_path: &str) {
     assert!(
-        !Path::new(V1_DB).exists(),
-        "{V1_DB} exists: never regenerate it"
+        !Path::new(database).exists(),
+        "{database} exists: never regenerate it"
     );
     let options = Options {
         file_system: Arc::new(StdFs),
@@ -551,7 +731,7 @@ fn generate_v1_db() {
         compression: Compression::Lz4,
         ..Options::default()
     };
-    let db = Db::open(V1_DB, options).unwrap();
+    let db = Db::open(database, options).unwrap();
     let mut state = BTreeMap::new();
     let mut deleted = BTreeSet::new();
     let put = |db: &Db, index: u64, phase: u32, state: &mut State| {
@@ -577,6 +757,10 @@ fn generate_v1_db() {
         .for_each(|index| delete(&db, index, &mut state, &mut deleted));
     db.flush().unwrap();
     (60..72).for_each(|index| put(&db, index, 3, &mut state));
+    let synced = b"p3-synced".to_vec();
+    db.put_with(&WriteOptions { sync: true }, &common::key(60, 3), &synced)
+        .unwrap();
+    state.insert(common::key(60, 3), synced);
     (0..72)
         .step_by(6)
         .for_each(|index| put(&db, index, 3, &mut state));
@@ -584,7 +768,7 @@ fn generate_v1_db() {
         .into_iter()
         .for_each(|index| delete(&db, index, &mut state, &mut deleted));
     db.close().unwrap();
-    let _ = std::fs::remove_file(Path::new(V1_DB).join("LOCK"));
+    let _ = std::fs::remove_file(Path::new(database).join("LOCK"));
 
     let mut expected = String::new();
     for (key, value) in &state {
@@ -594,7 +778,7 @@ fn generate_v1_db() {
     for key in deleted.iter().filter(|key| !state.contains_key(*key)) {
         expected.push_str(&format!("absent {}\n", String::from_utf8_lossy(key)));
     }
-    std::fs::write(V1_DB_EXPECTED, expected).unwrap();
+    std::fs::write(expected_path, expected).unwrap();
 }
 
 /// An error refusing an unknown version must name the version (guards the `Error` display).

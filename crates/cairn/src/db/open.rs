@@ -8,8 +8,10 @@
 //!
 //! Invariants:
 //! 1. The recovered state is a prefix of the writes: replay stops at the first WAL that is
-//!    empty, ends in a torn tail, or starts past its predecessor's end, and every newer WAL is
-//!    ignored (never replayed). A sequence gap inside the replayed prefix is corruption.
+//!    empty, ends in a torn tail or a lost unsynced tail (a hole past its last sync marker,
+//!    under `WalRecovery::PointInTime`), or starts past its predecessor's end, and every
+//!    newer WAL is ignored (never replayed). A sequence gap inside the replayed prefix is
+//!    corruption, and so is damage to WAL bytes a sync marker says were synced.
 //! 2. New file numbers are above every file present, so no new file truncates one that
 //!    recovery still needs.
 //! 3. The fresh MANIFEST names the new WAL as the first to replay only after the replayed
@@ -31,7 +33,7 @@ use crate::sstable::{BlockCache, TableOptions};
 use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::{VersionEdit, VersionSet};
-use crate::wal::{read_log, read_log_limited, LogContents};
+use crate::wal::{read_wal, LogContents, LostTail};
 use crate::wal_writer::{Log, SEGMENT_BYTES_DEFAULT};
 use arc_swap::ArcSwap;
 use std::collections::HashSet;
@@ -252,10 +254,18 @@ pub(super) fn recover_wals(
         last_sequence: versions.last_sequence,
         expected_next: None,
     };
+    let read = |path: &Path| {
+        read_wal(
+            file_system,
+            path,
+            options.wal_record_payload_bytes_max(),
+            versions.manifest_format_version >= 2,
+            options.wal_recovery,
+        )
+    };
     for (index, &number) in wal_numbers.iter().enumerate() {
         let path = filename::wal_path(directory, number);
-        let contents =
-            read_log_limited(file_system, &path, options.wal_record_payload_bytes_max())?;
+        let contents = read(&path)?;
         let newer = wal_numbers.get(index + 1..).unwrap_or_default();
         let ended = match replay.wal(versions, &path, &contents)? {
             WalEnd::Complete => continue,
@@ -263,10 +273,15 @@ pub(super) fn recover_wals(
             WalEnd::TornTail(offset) => {
                 format!("{} has a torn tail at offset {offset}", path.display())
             }
+            WalEnd::LostUnsyncedTail(lost) => {
+                let reason = lost_tail_reason(&path, &lost);
+                // Said even when no newer WAL is ignored: records of this WAL were dropped.
+                eprintln!("cairn: {reason}");
+                reason
+            }
             WalEnd::StartsPastPredecessor(first) => {
                 // The record that starts past the end is in this WAL: it is dropped too.
                 warn_ignored_wals(
-                    file_system,
                     directory,
                     wal_numbers.get(index..).unwrap_or_default(),
                     &format!(
@@ -275,11 +290,12 @@ pub(super) fn recover_wals(
                         path.display(),
                         replay.last_sequence
                     ),
+                    &read,
                 );
                 break;
             }
         };
-        warn_ignored_wals(file_system, directory, newer, &ended);
+        warn_ignored_wals(directory, newer, &ended, &read);
         break;
     }
     debug_assert!(replay.last_sequence >= versions.last_sequence);
@@ -295,6 +311,8 @@ enum WalEnd {
     Empty,
     /// Records replayed up to a torn tail at this offset: the prefix ends here.
     TornTail(u64),
+    /// Records replayed up to a hole in the unsynced tail: the prefix ends here.
+    LostUnsyncedTail(LostTail),
     /// Its first record starts past where the older WALs end (at this sequence): the prefix
     /// ends before this WAL.
     StartsPastPredecessor(SequenceNumber),
@@ -351,13 +369,16 @@ impl Replay {
             }
             self.insert(path, offset, &batch)?;
         }
-        // A torn tail ends the recoverable prefix. A newer WAL can hold records past it only
-        // if they were never synced (a sync first syncs every older WAL), so they are
-        // dropped to keep the recovered state a prefix with no hole.
-        Ok(match contents.torn_tail_offset {
-            Some(offset) => WalEnd::TornTail(offset),
-            None => WalEnd::Complete,
-        })
+        // A torn tail or a hole in the unsynced tail ends the recoverable prefix. A newer WAL
+        // can hold records past it only if they were never synced (a sync first syncs every
+        // older WAL), so they are dropped to keep the recovered state a prefix with no hole.
+        Ok(
+            match (contents.lost_unsynced_tail, contents.torn_tail_offset) {
+                (Some(lost), _) => WalEnd::LostUnsyncedTail(lost),
+                (None, Some(offset)) => WalEnd::TornTail(offset),
+                (None, None) => WalEnd::Complete,
+            },
+        )
     }
 
     /// The first WAL to replay continues where the last logged flush stopped, so a gap means
@@ -439,19 +460,41 @@ fn write_replayed(
 /// count of records dropped matters: after a process crash a newer WAL holds records only if
 /// the older one was finished first, which invariant 4 of `wal_writer` rules out, so a
 /// non-zero count means writes were lost, not just unsynced.
-fn warn_ignored_wals(file_system: &dyn FileSystem, directory: &Path, newer: &[u64], reason: &str) {
+fn warn_ignored_wals(
+    directory: &Path,
+    newer: &[u64],
+    reason: &str,
+    read: &dyn Fn(&Path) -> Result<LogContents>,
+) {
     if newer.is_empty() {
         return;
     }
     let dropped_records: usize = newer
         .iter()
         .map(|&number| {
-            read_log(file_system, &filename::wal_path(directory, number))
-                .map_or(0, |contents| contents.record_count())
+            read(&filename::wal_path(directory, number)).map_or(0, |contents| {
+                contents.record_count()
+                    + contents
+                        .lost_unsynced_tail
+                        .map_or(0, |lost| lost.dropped_records)
+            })
         })
         .sum();
     eprintln!(
         "cairn: {reason}; ignoring {} WAL(s) of unsynced writes ({dropped_records} records)",
         newer.len()
     );
+}
+
+/// The warning for a WAL whose unsynced tail had a hole (`WalRecovery::PointInTime`).
+fn lost_tail_reason(path: &Path, lost: &LostTail) -> String {
+    format!(
+        "{} has a hole in its unsynced tail at offset {} (synced bytes end at {}): recovered \
+         the writes before it and dropped {} record(s) after it, from offset {}",
+        path.display(),
+        lost.offset,
+        lost.durable_bytes,
+        lost.dropped_records,
+        lost.resumes_at
+    )
 }

@@ -49,10 +49,15 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
-/// MANIFEST format version written by this build, and the only one it reads (tag 7 of the
-/// first record). Bump it (never reuse a number) for any change to a byte of a MANIFEST or a
-/// version edit; docs/format.md, "Changing the format", says what else that change must do.
-pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+/// MANIFEST format version written by this build (tag 7 of the first record). Bump it (never
+/// reuse a number) for any change to a byte of a MANIFEST, a version edit or a WAL;
+/// docs/format.md, "Changing the format", says what else that change must do. Version 2:
+/// the database's WALs are version 2 (a header record and sync markers); the MANIFEST bytes
+/// are those of version 1.
+pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+
+/// The oldest MANIFEST format version this build reads (whose WALs are version 1).
+pub const MANIFEST_FORMAT_VERSION_OLDEST: u32 = 1;
 
 /// One `SSTable` and what the version knows about it.
 #[derive(Debug)]

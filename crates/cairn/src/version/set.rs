@@ -19,7 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Weak};
 
-use super::{apply_edit, AddedFile, Version, VersionEdit, MANIFEST_FORMAT_VERSION};
+use super::{
+    apply_edit, AddedFile, Version, VersionEdit, MANIFEST_FORMAT_VERSION,
+    MANIFEST_FORMAT_VERSION_OLDEST,
+};
 
 /// The current version, the MANIFEST being appended to, and the counters it persists.
 #[derive(Debug)]
@@ -51,6 +54,9 @@ pub struct VersionSet {
     /// torn tail: `(MANIFEST path, offset)`. Recovery uses it to name the MANIFEST when the
     /// WALs show that edits are missing.
     pub manifest_torn_tail: Option<(PathBuf, u64)>,
+    /// The format version of the MANIFEST `recover` read (this build's for a new database):
+    /// from version 2 on, every WAL the MANIFEST leaves to replay is a version-2 WAL.
+    pub manifest_format_version: u32,
 }
 
 impl VersionSet {
@@ -76,6 +82,7 @@ impl VersionSet {
             compact_pointers: vec![None; level_count],
             manifest_error: None,
             manifest_torn_tail: None,
+            manifest_format_version: MANIFEST_FORMAT_VERSION,
         }
     }
 
@@ -102,17 +109,18 @@ impl VersionSet {
             let corrupt = |reason: String| Error::corruption(&manifest_path, offset, reason);
             let edit = VersionEdit::decode(payload).map_err(corrupt)?;
             if let Some(format) = edit.format_version {
-                if format != MANIFEST_FORMAT_VERSION {
-                    let age = if format < MANIFEST_FORMAT_VERSION {
+                if !(MANIFEST_FORMAT_VERSION_OLDEST..=MANIFEST_FORMAT_VERSION).contains(&format) {
+                    let age = if format < MANIFEST_FORMAT_VERSION_OLDEST {
                         "is too old"
                     } else {
                         "is newer than this build"
                     };
                     return Err(corrupt(format!(
-                        "MANIFEST format version {format} {age}; this build reads version \
-                         {MANIFEST_FORMAT_VERSION} only"
+                        "MANIFEST format version {format} {age}; this build reads versions \
+                         {MANIFEST_FORMAT_VERSION_OLDEST} to {MANIFEST_FORMAT_VERSION}"
                     )));
                 }
+                self.manifest_format_version = format;
                 saw_format = true;
             }
             if !saw_format {

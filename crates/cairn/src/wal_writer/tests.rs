@@ -97,7 +97,15 @@ fn segments_roll_over_and_records_survive_in_order() {
     }
     log.seal();
     log.finish().unwrap();
-    let contents = crate::wal::read_log(&fs, &path).unwrap();
+    let contents = crate::wal::read_wal(
+        &fs,
+        &path,
+        crate::wal::RECORD_PAYLOAD_BYTES_MAX,
+        true,
+        crate::options::WalRecovery::Strict,
+    )
+    .unwrap();
+    assert_eq!(contents.wal_version, crate::wal::WAL_FORMAT_VERSION);
     let sequences: Vec<u64> = contents
         .records()
         .map(|(_, payload)| {
