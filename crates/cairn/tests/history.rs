@@ -1,40 +1,58 @@
 //! History-checked stress test of the cLSM layer.
 //!
-//! Four threads (on two cores) run puts, deletes, gets, `put_if_absent`s (a read-modify-write
-//! that may keep the value: a read of the newest version, which must be visible before it is
-//! reported), increments, atomic batches and snapshot scans against a `Db` whose memtable is tiny, so memtable switches, flushes and
-//! compactions happen constantly. Every operation is recorded with invocation and response
-//! times from one logical clock, and every write with the sequence number the engine gave it
-//! (`write_with_sequence`, `read_modify_write`). The checker then verifies:
+//! Four threads (on two cores) run a mixed workload against a `Db` whose memtable is tiny, so
+//! memtable switches, flushes and compactions happen constantly: puts, deletes and batches
+//! (some with `sync: true`), gets, `put_if_absent`s (a read-modify-write that may keep the
+//! value: a read of the newest version, which must be visible before it is reported),
+//! increments, `compare_and_swap`s, wide batches (72 distinct keys each, from a space of
+//! 256: more than the 64-slot key index of a 4 KiB memtable holds, so lookups must fall back
+//! from a saturated index to the skiplist), a few values of 1–3 MiB (WAL records larger than
+//! a WAL segment, so the log rolls over to a bigger successor), `get_at` a snapshot, snapshot
+//! scans (some read forward and backward at one snapshot), and latest-state range scans,
+//! forward and reverse, with random bounds. Every operation is recorded with invocation and
+//! response times from one logical clock, and every write with the sequence number the engine
+//! gave it (`write_with_sequence`, `read_modify_write`). The checker then verifies:
 //!
 //! 1. **Write order respects real time**: a write that responded before another was invoked
 //!    has the smaller sequence number (the sequence order is the engine's claimed
 //!    linearization of writes).
 //! 2. **Per-key linearizability, searched** (`common/linearizability.rs`, Wing & Gong's search
 //!    with Lowe's memoization, as in Porcupine): for every key, the operations on it — puts,
-//!    deletes, gets, increments, each batch's write of the key and each scan's read of the
-//!    key — must have a sequential order, consistent with real time, under a register and
-//!    counter model. This check uses only times, inputs and outputs, never the engine's
-//!    sequence numbers, so a bug that corrupts the sequence numbers cannot hide from it.
-//!    Projecting a multi-key operation onto each key is sound because linearizability is
-//!    local: a linearization of the whole history restricts to one of every key.
-//! 3. **Per-key linearizability of point operations against the engine's order** (a witness
-//!    check, with the order supplied by the engine's sequence numbers instead of searched; it
-//!    is linear-time and ties the sequence numbers to what readers saw): a get returns the
-//!    value of a write w (or nothing: a delete or the initial state) such that w was invoked
-//!    before the get responded, no later write of the key had responded before the get was
-//!    invoked, and gets that follow each other in real time never go back in the write order.
+//!    deletes, gets, increments, compare-and-swaps, each batch's write of the key, each
+//!    `get_at` and each scan's read of the key (its value, or its absence inside the scan's
+//!    bounds) — must have a sequential order, consistent with real time, under a register,
+//!    counter and compare-and-swap model. This check uses only times, inputs and outputs,
+//!    never the engine's sequence numbers, so a bug that corrupts the sequence numbers cannot
+//!    hide from it. Projecting a multi-key operation onto each key is sound because
+//!    linearizability is local: a linearization of the whole history restricts to one of
+//!    every key. A snapshot read counts as a read inside its interval because the snapshot
+//!    was taken there; a latest-state scan promises no single snapshot, but each key it
+//!    returns was read inside its interval.
+//! 3. **Latest-state reads against the engine's order** (a witness check, with the order
+//!    supplied by the sequence numbers instead of searched; linear-time): a get, or a
+//!    latest-state scan's entry for a key, returns the value of a write w (or nothing: a
+//!    delete or the initial state) such that w was invoked before the read responded, no
+//!    later write of the key had responded before the read was invoked, and reads that follow
+//!    each other in real time never go back in the write order.
 //! 4. **Increments are counted exactly once**: per counter, the returned values are exactly
 //!    1..=n in sequence order and the final value is n.
-//! 5. **Snapshot scans equal the state at their timestamp**, reconstructed from the write
-//!    history (every write with sequence <= S, newest per key), and the timestamp is at or
-//!    above every write that responded before `snapshot()` was called.
-//! 6. **Batches are all-or-nothing**: in every scan the batch keys hold the same value.
+//! 5. **Snapshot scans and `get_at`s equal the state at their timestamp**, reconstructed from
+//!    the write history (every write with sequence <= S, newest per key), and the timestamp
+//!    is at or above every write that responded before `snapshot()` was called.
+//! 6. **Batches are all-or-nothing**: in every snapshot scan the batch keys hold one value.
+//! 7. **Scans are well formed**: keys strictly ascending (descending for a reverse scan) and
+//!    inside the bounds, and a reverse scan at a snapshot is the forward scan reversed.
+//!
+//! Compare-and-swap keys are checked by check 2 alone (`compare_and_swap` reports no sequence
+//! number). Large values are recorded as a short token after their whole content is verified
+//! (`decode_value`), so the history stays small.
 //!
 //! Duration: `CAIRN_HISTORY_SECONDS` (default 3 in CI; run with 10 or more for the soak).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "history/checks.rs"]
+mod checks;
 mod common;
 // Included here only, so its own unit tests run in this binary and not in every test file.
 #[path = "common/linearizability.rs"]
@@ -46,14 +64,27 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const THREADS: usize = 4;
 const REGISTERS: usize = 12;
 const COUNTERS: usize = 3;
 const BATCH_KEYS: usize = 4;
+const CAS_KEYS: usize = 3;
+/// Wide keys, and how many consecutive ones (wrapping) a wide batch writes: more than the 64
+/// index slots of a 4 KiB memtable (one per 64 bytes of buffer), and a batch goes into one
+/// memtable, so every memtable that takes a wide batch has a saturated key index.
+const WIDE_KEYS: usize = 256;
+const WIDE_BATCH: usize = 72;
+/// The key large values go to, how many are written per run, and their size range.
+const BIG_KEY: &str = "big";
+const BIG_WRITES: usize = 4;
+const BIG_BYTES_MIN: usize = 1 << 20;
+const BIG_BYTES_MAX: usize = 3 << 20;
+/// Values longer than this are large values and recorded as tokens.
+const SMALL_VALUE_BYTES_MAX: usize = 4096;
 
 #[derive(Debug, Clone)]
 enum Kind {
@@ -61,10 +92,12 @@ enum Kind {
         key: String,
         value: String,
         sequence: SequenceNumber,
+        sync: bool,
     },
     Delete {
         key: String,
         sequence: SequenceNumber,
+        sync: bool,
     },
     Get {
         key: String,
@@ -85,10 +118,40 @@ enum Kind {
     Batch {
         value: String,
         last_sequence: SequenceNumber,
+        sync: bool,
     },
+    /// `WIDE_BATCH` consecutive wide keys from `start`, all put to `value` or all deleted.
+    WideBatch {
+        start: usize,
+        value: Option<String>,
+        last_sequence: SequenceNumber,
+        sync: bool,
+    },
+    CompareAndSwap {
+        key: String,
+        expected: Option<String>,
+        new: Option<String>,
+        swapped: bool,
+    },
+    GetAt {
+        key: String,
+        sequence: SequenceNumber,
+        value: Option<String>,
+    },
+    /// A full scan at a snapshot; `shape_error` describes a misordered scan or a reverse scan
+    /// at the same snapshot that was not the forward one reversed.
     Scan {
         sequence: SequenceNumber,
         contents: BTreeMap<String, String>,
+        shape_error: Option<String>,
+    },
+    /// A scan of the latest state over `[lower, upper)` (None: unbounded).
+    LatestScan {
+        lower: Option<String>,
+        upper: Option<String>,
+        reverse: bool,
+        contents: BTreeMap<String, String>,
+        shape_error: Option<String>,
     },
 }
 
@@ -108,20 +171,408 @@ fn counter(index: usize) -> String {
 fn batch_key(index: usize) -> String {
     format!("b{index}")
 }
+fn cas_key(index: usize) -> String {
+    format!("x{index}")
+}
+fn wide_key(index: usize) -> String {
+    format!("w{:03}", index % WIDE_KEYS)
+}
 
-/// Collects a scan of string keys and values (the test writes only UTF-8).
-fn string_entries(
+/// Whether the sequence-based checks cover `key`: every write of it reports its sequence.
+fn sequenced(key: &str) -> bool {
+    !key.starts_with('x')
+}
+
+/// Every key the workload touches, in order; a scan's absence of a key is a read of "absent".
+fn all_keys() -> Vec<String> {
+    let mut keys: Vec<String> = (0..REGISTERS)
+        .map(register)
+        .chain((0..COUNTERS).map(counter))
+        .chain((0..BATCH_KEYS).map(batch_key))
+        .chain((0..CAS_KEYS).map(cas_key))
+        .chain((0..WIDE_KEYS).map(wide_key))
+        .chain(std::iter::once(BIG_KEY.to_owned()))
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// The keys of `keys` inside `[lower, upper)` (None: unbounded).
+fn keys_in<'a>(
+    keys: &'a [String],
+    lower: &'a Option<String>,
+    upper: &'a Option<String>,
+) -> impl Iterator<Item = &'a String> {
+    keys.iter().filter(move |key| {
+        lower.as_ref().is_none_or(|lower| *key >= lower)
+            && upper.as_ref().is_none_or(|upper| *key < upper)
+    })
+}
+
+/// Filler of large values: a position-dependent pattern, so a value built from the wrong
+/// offsets or another value's bytes does not verify.
+fn filler() -> &'static [u8] {
+    static FILLER: OnceLock<Vec<u8>> = OnceLock::new();
+    FILLER.get_or_init(|| {
+        (0..BIG_BYTES_MAX)
+            .map(|i| b'a' + (i % 23 + i / 4096 % 3) as u8)
+            .collect()
+    })
+}
+
+/// A large value of `len` bytes: `header|`, filler, `header|`; recorded as `header~len`.
+fn big_value(header: &str, len: usize) -> (Vec<u8>, String) {
+    let framed = format!("{header}|");
+    let mut value = framed.clone().into_bytes();
+    value.extend_from_slice(&filler()[..len - 2 * framed.len()]);
+    value.extend_from_slice(framed.as_bytes());
+    (value, format!("{header}~{len}"))
+}
+
+/// The recorded form of a stored value: itself if small; for a large value, its token if
+/// every byte is what `big_value` wrote, else a token no write has.
+fn decode_value(bytes: Vec<u8>) -> String {
+    if bytes.len() <= SMALL_VALUE_BYTES_MAX {
+        return String::from_utf8(bytes).unwrap();
+    }
+    let len = bytes.len();
+    let framed_len = bytes
+        .iter()
+        .take(64)
+        .position(|&b| b == b'|')
+        .map(|p| p + 1);
+    let intact = framed_len.filter(|&framed| {
+        2 * framed <= len
+            && bytes[len - framed..] == bytes[..framed]
+            && bytes[framed..len - framed] == filler()[..len - 2 * framed]
+    });
+    match intact {
+        Some(framed) => format!("{}~{len}", String::from_utf8_lossy(&bytes[..framed - 1])),
+        None => format!("corrupt~{len}"),
+    }
+}
+
+/// Collects a scan, checking that its keys are strictly monotone in its direction and inside
+/// `[lower, upper)`; returns the entries in ascending order and the first problem found.
+fn collect_scan(
     entries: impl Iterator<Item = cairn::Result<(Vec<u8>, Vec<u8>)>>,
-) -> BTreeMap<String, String> {
-    entries
+    reverse: bool,
+    lower: Option<&str>,
+    upper: Option<&str>,
+) -> (Vec<(String, String)>, Option<String>) {
+    let mut collected: Vec<(String, String)> = entries
         .map(|entry| {
             let (key, value) = entry.unwrap();
-            (
-                String::from_utf8(key).unwrap(),
-                String::from_utf8(value).unwrap(),
-            )
+            (String::from_utf8(key).unwrap(), decode_value(value))
         })
-        .collect()
+        .collect();
+    if reverse {
+        collected.reverse();
+    }
+    let direction = if reverse { "descending" } else { "ascending" };
+    let problem = if collected.windows(2).any(|pair| pair[0].0 >= pair[1].0) {
+        Some(format!("keys not strictly {direction}"))
+    } else if collected.iter().any(|(key, _)| {
+        lower.is_some_and(|lower| key.as_str() < lower)
+            || upper.is_some_and(|upper| key.as_str() >= upper)
+    }) {
+        Some(format!("a key outside [{lower:?}, {upper:?})"))
+    } else {
+        None
+    };
+    (collected, problem)
+}
+
+fn bound(key: Option<&str>, included: bool) -> Bound<&[u8]> {
+    match key {
+        None => Bound::Unbounded,
+        Some(key) if included => Bound::Included(key.as_bytes()),
+        Some(key) => Bound::Excluded(key.as_bytes()),
+    }
+}
+
+/// One client thread's state.
+struct Worker<'a> {
+    db: &'a Db,
+    rng: SmallRng,
+    thread: usize,
+    /// Operations started by this thread; makes values unique.
+    serial: u64,
+    /// The last value this thread saw at each compare-and-swap key (its next `expected`).
+    cas_seen: HashMap<String, Option<String>>,
+    /// Large values still to write, shared by all threads.
+    big_left: &'a AtomicUsize,
+}
+
+impl Worker<'_> {
+    fn write_options(&mut self, sync_percent: u32) -> WriteOptions {
+        WriteOptions {
+            sync: self.rng.gen_ratio(sync_percent, 100),
+        }
+    }
+
+    fn write(&mut self, batch: WriteBatch, options: &WriteOptions) -> SequenceNumber {
+        self.db.write_with_sequence(options, batch).unwrap()
+    }
+
+    fn put(&mut self, key: String, value: &[u8], token: String) -> Kind {
+        let options = self.write_options(25);
+        let mut batch = WriteBatch::new();
+        batch.put(key.as_bytes(), value);
+        let sequence = self.write(batch, &options);
+        Kind::Put {
+            key,
+            value: token,
+            sequence,
+            sync: options.sync,
+        }
+    }
+
+    fn delete(&mut self, key: String) -> Kind {
+        let options = self.write_options(25);
+        let mut batch = WriteBatch::new();
+        batch.delete(key.as_bytes());
+        let sequence = self.write(batch, &options);
+        Kind::Delete {
+            key,
+            sequence,
+            sync: options.sync,
+        }
+    }
+
+    /// A key for a point read: mostly registers, also the other families.
+    fn read_key(&mut self) -> String {
+        match self.rng.gen_range(0..20) {
+            0..=11 => register(self.rng.gen_range(0..REGISTERS)),
+            12..=14 => cas_key(self.rng.gen_range(0..CAS_KEYS)),
+            15..=17 => wide_key(self.rng.gen_range(0..WIDE_KEYS)),
+            18 => batch_key(self.rng.gen_range(0..BATCH_KEYS)),
+            _ => BIG_KEY.to_owned(),
+        }
+    }
+
+    fn get(&mut self) -> Kind {
+        let key = self.read_key();
+        let value = self.db.get(key.as_bytes()).unwrap().map(decode_value);
+        if !sequenced(&key) {
+            self.cas_seen.insert(key.clone(), value.clone());
+        }
+        Kind::Get { key, value }
+    }
+
+    fn put_if_absent(&mut self) -> Kind {
+        let key = register(self.rng.gen_range(0..REGISTERS));
+        let value = format!("a{}-{}", self.thread, self.serial);
+        let (_, sequence) = self
+            .db
+            .read_modify_write(key.as_bytes(), |current| match current {
+                None => Update::Put(value.clone().into_bytes()),
+                Some(_) => Update::Keep,
+            })
+            .unwrap();
+        Kind::PutIfAbsent {
+            key,
+            value,
+            sequence,
+        }
+    }
+
+    fn increment(&mut self) -> Kind {
+        let key = counter(self.rng.gen_range(0..COUNTERS));
+        let (value, sequence) = self
+            .db
+            .read_modify_write(key.as_bytes(), |current| {
+                let now: i64 = current
+                    .map(|bytes| std::str::from_utf8(bytes).unwrap().parse().unwrap())
+                    .unwrap_or(0);
+                Update::Put((now + 1).to_string().into_bytes())
+            })
+            .unwrap();
+        Kind::Increment {
+            key,
+            value: String::from_utf8(value.unwrap()).unwrap().parse().unwrap(),
+            sequence: sequence.unwrap(),
+        }
+    }
+
+    fn batch(&mut self) -> Kind {
+        let options = self.write_options(25);
+        let value = format!("batch-{}-{}", self.thread, self.serial);
+        let mut batch = WriteBatch::new();
+        for index in 0..BATCH_KEYS {
+            batch.put(batch_key(index).as_bytes(), value.as_bytes());
+        }
+        let last_sequence = self.write(batch, &options);
+        Kind::Batch {
+            value,
+            last_sequence,
+            sync: options.sync,
+        }
+    }
+
+    /// Short values, so a 4 KiB memtable holds more distinct keys than its index has slots.
+    fn wide_batch(&mut self) -> Kind {
+        let options = self.write_options(10);
+        let start = self.rng.gen_range(0..WIDE_KEYS);
+        let value = (!self.rng.gen_ratio(1, 5)).then(|| format!("{}.{}", self.thread, self.serial));
+        let mut batch = WriteBatch::new();
+        for offset in 0..WIDE_BATCH {
+            let key = wide_key(start + offset);
+            match &value {
+                Some(value) => batch.put(key.as_bytes(), value.as_bytes()),
+                None => batch.delete(key.as_bytes()),
+            };
+        }
+        let last_sequence = self.write(batch, &options);
+        Kind::WideBatch {
+            start,
+            value,
+            last_sequence,
+            sync: options.sync,
+        }
+    }
+
+    fn compare_and_swap(&mut self) -> Kind {
+        let key = cas_key(self.rng.gen_range(0..CAS_KEYS));
+        let expected = self.cas_seen.get(&key).cloned().flatten();
+        let new = (!self.rng.gen_ratio(1, 5)).then(|| format!("x{}-{}", self.thread, self.serial));
+        let swapped = self
+            .db
+            .compare_and_swap(
+                key.as_bytes(),
+                expected.as_deref().map(str::as_bytes),
+                new.as_deref().map(str::as_bytes),
+            )
+            .unwrap();
+        if swapped {
+            self.cas_seen.insert(key.clone(), new.clone());
+        } else {
+            // Unknown now; absent is as good a guess as any.
+            self.cas_seen.remove(&key);
+        }
+        Kind::CompareAndSwap {
+            key,
+            expected,
+            new,
+            swapped,
+        }
+    }
+
+    /// The large-value key: a 1–3 MiB value while any are left to write, else a small value
+    /// or a delete (which lets compaction drop the large one).
+    fn big(&mut self) -> Kind {
+        let take = self.rng.gen_ratio(1, 4)
+            && self
+                .big_left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                    left.checked_sub(1)
+                })
+                .is_ok();
+        if take {
+            let len = self.rng.gen_range(BIG_BYTES_MIN..=BIG_BYTES_MAX);
+            let (value, token) = big_value(&format!("big{}-{}", self.thread, self.serial), len);
+            self.put(BIG_KEY.to_owned(), &value, token)
+        } else if self.rng.gen_bool(0.5) {
+            let value = format!("small{}-{}", self.thread, self.serial);
+            self.put(BIG_KEY.to_owned(), value.as_bytes(), value.clone())
+        } else {
+            self.delete(BIG_KEY.to_owned())
+        }
+    }
+
+    fn get_at(&mut self) -> Kind {
+        let key = self.read_key();
+        let snapshot = self.db.snapshot();
+        let value = self
+            .db
+            .get_at(&snapshot, key.as_bytes())
+            .unwrap()
+            .map(decode_value);
+        Kind::GetAt {
+            key,
+            sequence: snapshot.sequence(),
+            value,
+        }
+    }
+
+    fn scan(&mut self) -> Kind {
+        let db = self.db;
+        let snapshot = db.snapshot();
+        let range = |reverse| {
+            db.range_at(Some(&snapshot), Bound::Unbounded, Bound::Unbounded, reverse)
+                .unwrap()
+        };
+        let (forward, mut shape_error) = collect_scan(range(false), false, None, None);
+        if self.rng.gen_bool(0.5) {
+            // collect_scan returns ascending order, so equal means "the forward one reversed".
+            let (backward, problem) = collect_scan(range(true), true, None, None);
+            shape_error = shape_error.or(problem);
+            if shape_error.is_none() && backward != forward {
+                shape_error = Some("the reverse scan is not the forward one reversed".into());
+            }
+        }
+        Kind::Scan {
+            sequence: snapshot.sequence(),
+            contents: forward.into_iter().collect(),
+            shape_error,
+        }
+    }
+
+    fn latest_scan(&mut self) -> Kind {
+        let keys = all_keys();
+        let pick = |rng: &mut SmallRng| {
+            rng.gen_bool(0.7)
+                .then(|| keys[rng.gen_range(0..keys.len())].clone())
+        };
+        let (mut lower, mut upper) = (pick(&mut self.rng), pick(&mut self.rng));
+        if lower > upper && upper.is_some() {
+            std::mem::swap(&mut lower, &mut upper);
+        }
+        let reverse = self.rng.gen_bool(0.5);
+        let (lower_ref, upper_ref) = (lower.as_deref(), upper.as_deref());
+        let iterator = self
+            .db
+            .range_at(
+                None,
+                bound(lower_ref, true),
+                bound(upper_ref, false),
+                reverse,
+            )
+            .unwrap();
+        let (entries, shape_error) = collect_scan(iterator, reverse, lower_ref, upper_ref);
+        Kind::LatestScan {
+            lower,
+            upper,
+            reverse,
+            contents: entries.into_iter().collect(),
+            shape_error,
+        }
+    }
+
+    fn operation(&mut self) -> Kind {
+        self.serial += 1;
+        match self.rng.gen_range(0..100) {
+            0..=21 => {
+                let key = register(self.rng.gen_range(0..REGISTERS));
+                let value = format!("t{}-{}", self.thread, self.serial);
+                self.put(key, value.as_bytes(), value.clone())
+            }
+            22..=29 => {
+                let key = register(self.rng.gen_range(0..REGISTERS));
+                self.delete(key)
+            }
+            30..=47 => self.get(),
+            48..=51 => self.put_if_absent(),
+            52..=61 => self.increment(),
+            62..=67 => self.batch(),
+            68..=74 => self.compare_and_swap(),
+            75..=78 => self.wide_batch(),
+            79..=80 => self.big(),
+            81..=85 => self.get_at(),
+            86..=91 => self.latest_scan(),
+            _ => self.scan(),
+        }
+    }
 }
 
 fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
@@ -139,122 +590,27 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
         level_count: 4,
         ..Options::default()
     };
-    let db = Arc::new(Db::open("/history", options).unwrap());
-    let clock = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|thread| {
-            let (db, clock, stop, events) = (
-                Arc::clone(&db),
-                Arc::clone(&clock),
-                Arc::clone(&stop),
-                Arc::clone(&events),
-            );
-            std::thread::spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(thread as u64 + 1);
+    let db = Db::open("/history", options).unwrap();
+    let clock = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let big_left = AtomicUsize::new(BIG_WRITES);
+    let events = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let (db, clock, stop, events, big_left) = (&db, &clock, &stop, &events, &big_left);
+            scope.spawn(move || {
+                let mut worker = Worker {
+                    db,
+                    rng: SmallRng::seed_from_u64(thread as u64 + 1),
+                    thread,
+                    serial: 0,
+                    cas_seen: HashMap::new(),
+                    big_left,
+                };
                 let mut local = Vec::new();
-                let mut counter_value = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    counter_value += 1;
                     let invoke = clock.fetch_add(1, Ordering::SeqCst);
-                    let kind = match rng.gen_range(0..100) {
-                        0..=29 => {
-                            let key = register(rng.gen_range(0..REGISTERS));
-                            let value = format!("t{thread}-{counter_value}");
-                            let mut batch = WriteBatch::new();
-                            batch.put(key.as_bytes(), value.as_bytes());
-                            let sequence = db
-                                .write_with_sequence(&WriteOptions::default(), batch)
-                                .unwrap();
-                            Kind::Put {
-                                key,
-                                value,
-                                sequence,
-                            }
-                        }
-                        30..=39 => {
-                            let key = register(rng.gen_range(0..REGISTERS));
-                            let mut batch = WriteBatch::new();
-                            batch.delete(key.as_bytes());
-                            let sequence = db
-                                .write_with_sequence(&WriteOptions::default(), batch)
-                                .unwrap();
-                            Kind::Delete { key, sequence }
-                        }
-                        65..=69 => {
-                            let key = register(rng.gen_range(0..REGISTERS));
-                            let value = format!("a{thread}-{counter_value}");
-                            let (_, sequence) = db
-                                .read_modify_write(key.as_bytes(), |current| match current {
-                                    None => Update::Put(value.clone().into_bytes()),
-                                    Some(_) => Update::Keep,
-                                })
-                                .unwrap();
-                            Kind::PutIfAbsent {
-                                key,
-                                value,
-                                sequence,
-                            }
-                        }
-                        40..=64 => {
-                            let key = register(rng.gen_range(0..REGISTERS));
-                            let value = db
-                                .get(key.as_bytes())
-                                .unwrap()
-                                .map(|bytes| String::from_utf8(bytes).unwrap());
-                            Kind::Get { key, value }
-                        }
-                        70..=84 => {
-                            let key = counter(rng.gen_range(0..COUNTERS));
-                            let (value, sequence) = db
-                                .read_modify_write(key.as_bytes(), |current| {
-                                    let now: i64 = current
-                                        .map(|bytes| {
-                                            std::str::from_utf8(bytes).unwrap().parse().unwrap()
-                                        })
-                                        .unwrap_or(0);
-                                    Update::Put((now + 1).to_string().into_bytes())
-                                })
-                                .unwrap();
-                            let value = String::from_utf8(value.unwrap()).unwrap().parse().unwrap();
-                            Kind::Increment {
-                                key,
-                                value,
-                                sequence: sequence.unwrap(),
-                            }
-                        }
-                        85..=92 => {
-                            let value = format!("batch-{thread}-{counter_value}");
-                            let mut batch = WriteBatch::new();
-                            for index in 0..BATCH_KEYS {
-                                batch.put(batch_key(index).as_bytes(), value.as_bytes());
-                            }
-                            let last_sequence = db
-                                .write_with_sequence(&WriteOptions::default(), batch)
-                                .unwrap();
-                            Kind::Batch {
-                                value,
-                                last_sequence,
-                            }
-                        }
-                        _ => {
-                            let snapshot = db.snapshot();
-                            let contents = string_entries(
-                                db.range_at(
-                                    Some(&snapshot),
-                                    Bound::Unbounded,
-                                    Bound::Unbounded,
-                                    false,
-                                )
-                                .unwrap(),
-                            );
-                            Kind::Scan {
-                                sequence: snapshot.sequence(),
-                                contents,
-                            }
-                        }
-                    };
+                    let kind = worker.operation();
                     let response = clock.fetch_add(1, Ordering::SeqCst);
                     local.push(Event {
                         invoke,
@@ -263,14 +619,11 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
                     });
                 }
                 events.lock().unwrap().extend(local);
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(seconds));
-    stop.store(true, Ordering::Relaxed);
-    for handle in handles {
-        handle.join().unwrap();
-    }
+            });
+        }
+        std::thread::sleep(Duration::from_secs(seconds));
+        stop.store(true, Ordering::Relaxed);
+    });
     let stats = db.stats();
     eprintln!(
         "history: flushes {}, compactions {}, switches {}, rmw conflicts {}, rmw busy {}",
@@ -284,322 +637,14 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
         stats.counter("flushes") > 0,
         "the tiny memtable never flushed"
     );
-    let final_state = string_entries(db.range(Bound::Unbounded, Bound::Unbounded).unwrap());
+    let (final_state, _) = collect_scan(
+        db.range(Bound::Unbounded, Bound::Unbounded).unwrap(),
+        false,
+        None,
+        None,
+    );
     let events = std::mem::take(&mut *events.lock().unwrap());
-    (events, final_state)
-}
-
-/// A write as the checker sees it: key, value (None = delete), sequence, interval.
-#[derive(Debug, Clone)]
-struct Write {
-    key: String,
-    value: Option<String>,
-    sequence: SequenceNumber,
-    invoke: u64,
-    response: u64,
-}
-
-fn writes_of(events: &[Event]) -> Vec<Write> {
-    let mut writes = Vec::new();
-    for event in events {
-        let (invoke, response) = (event.invoke, event.response);
-        match &event.kind {
-            Kind::Put {
-                key,
-                value,
-                sequence,
-            } => writes.push(Write {
-                key: key.clone(),
-                value: Some(value.clone()),
-                sequence: *sequence,
-                invoke,
-                response,
-            }),
-            Kind::PutIfAbsent {
-                key,
-                value,
-                sequence: Some(sequence),
-            } => writes.push(Write {
-                key: key.clone(),
-                value: Some(value.clone()),
-                sequence: *sequence,
-                invoke,
-                response,
-            }),
-            Kind::Delete { key, sequence } => writes.push(Write {
-                key: key.clone(),
-                value: None,
-                sequence: *sequence,
-                invoke,
-                response,
-            }),
-            Kind::Increment {
-                key,
-                value,
-                sequence,
-            } => writes.push(Write {
-                key: key.clone(),
-                value: Some(value.to_string()),
-                sequence: *sequence,
-                invoke,
-                response,
-            }),
-            Kind::Batch {
-                value,
-                last_sequence,
-            } => {
-                for index in 0..BATCH_KEYS {
-                    writes.push(Write {
-                        key: batch_key(index),
-                        value: Some(value.clone()),
-                        sequence: last_sequence - (BATCH_KEYS - 1 - index) as u64,
-                        invoke,
-                        response,
-                    });
-                }
-            }
-            Kind::Get { .. } | Kind::Scan { .. } | Kind::PutIfAbsent { sequence: None, .. } => {}
-        }
-    }
-    writes.sort_by_key(|write| write.sequence);
-    writes
-}
-
-fn check(events: &[Event], final_state: &BTreeMap<String, String>) -> Vec<String> {
-    let mut violations = Vec::new();
-    let writes = writes_of(events);
-    // Sequence numbers are unique.
-    for pair in writes.windows(2) {
-        if pair[0].sequence == pair[1].sequence {
-            violations.push(format!("sequence {} used twice", pair[0].sequence));
-        }
-    }
-    // 1. Real-time order of writes: scanning in sequence order, no write may have responded
-    // before an earlier-sequenced write was invoked.
-    let mut latest_invoke = 0u64;
-    let mut latest_invoke_sequence = 0;
-    for write in &writes {
-        if write.response < latest_invoke {
-            violations.push(format!(
-                "write seq {} responded at {} before write seq {} was invoked at {}",
-                write.sequence, write.response, latest_invoke_sequence, latest_invoke
-            ));
-        }
-        if write.invoke > latest_invoke {
-            latest_invoke = write.invoke;
-            latest_invoke_sequence = write.sequence;
-        }
-    }
-    // 3. Gets, per key. For each key: writes in sequence order, the index of each value
-    // (values are unique), and the suffix minimum of response times, which gives the first
-    // position a get may observe (no later write had responded before the get began).
-    struct KeyIndex<'a> {
-        writes: Vec<&'a Write>,
-        by_value: HashMap<&'a str, usize>,
-        suffix_min_response: Vec<u64>,
-    }
-    let mut per_key: HashMap<&str, KeyIndex> = HashMap::new();
-    for write in &writes {
-        let entry = per_key.entry(&write.key).or_insert_with(|| KeyIndex {
-            writes: Vec::new(),
-            by_value: HashMap::new(),
-            suffix_min_response: Vec::new(),
-        });
-        if let Some(value) = &write.value {
-            entry.by_value.insert(value.as_str(), entry.writes.len());
-        }
-        entry.writes.push(write);
-    }
-    for index in per_key.values_mut() {
-        let mut minimum = u64::MAX;
-        index.suffix_min_response = vec![u64::MAX; index.writes.len() + 1];
-        for position in (0..index.writes.len()).rev() {
-            minimum = minimum.min(index.writes[position].response);
-            index.suffix_min_response[position] = minimum;
-        }
-    }
-    let empty = KeyIndex {
-        writes: Vec::new(),
-        by_value: HashMap::new(),
-        suffix_min_response: vec![u64::MAX],
-    };
-    // Positions: 0 = initial state, p + 1 = after write p. A get that returned a value has
-    // one candidate position; a get that returned nothing has one per allowed delete (and the
-    // initial state), and the real-time check below picks among them.
-    // Per key: (invoke, response, candidate positions).
-    type KeyGets = Vec<(u64, u64, Vec<usize>)>;
-    let mut gets: HashMap<&str, KeyGets> = HashMap::new();
-    for event in events {
-        let Kind::Get { key, value } = &event.kind else {
-            continue;
-        };
-        let index = per_key.get(key.as_str()).unwrap_or(&empty);
-        // Lowest allowed position: after every write that responded before the get began.
-        let lowest = index
-            .suffix_min_response
-            .partition_point(|&minimum| minimum < event.invoke);
-        let allowed = |position: usize| {
-            position >= lowest
-                && (position == 0 || index.writes[position - 1].invoke < event.response)
-        };
-        let candidates: Vec<usize> = match value {
-            Some(value) => index
-                .by_value
-                .get(value.as_str())
-                .map(|&write| write + 1)
-                .filter(|&position| allowed(position))
-                .into_iter()
-                .collect(),
-            None => (lowest..=index.writes.len())
-                .take_while(|&position| {
-                    position == 0 || index.writes[position - 1].invoke < event.response
-                })
-                .filter(|&position| position == 0 || index.writes[position - 1].value.is_none())
-                .collect(),
-        };
-        if candidates.is_empty() {
-            violations.push(format!(
-                "get({key}) at [{}, {}] returned {value:?}, which no linearization allows",
-                event.invoke, event.response
-            ));
-        } else {
-            gets.entry(key)
-                .or_default()
-                .push((event.invoke, event.response, candidates));
-        }
-    }
-    for (key, mut key_gets) in gets {
-        // Gets ordered in real time must not go back in the write order. Taken in invocation
-        // order, each get gets the smallest candidate at or above every position chosen for
-        // a get that responded before it began: choosing the smallest keeps later lower
-        // bounds as low as possible, so this finds an assignment whenever one exists. (Taking
-        // the earliest delete regardless — the old rule — flagged a "nothing" read after a
-        // later delete as going back in time.)
-        key_gets.sort_by_key(|&(invoke, _, _)| invoke);
-        // Chosen positions of earlier gets, smallest response first: (response, position).
-        type Finished = std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>;
-        let mut by_response = Finished::new();
-        let mut best_finished: Option<usize> = None;
-        for (invoke, response, candidates) in &key_gets {
-            while let Some(&std::cmp::Reverse((finished_response, position))) = by_response.peek() {
-                if finished_response < *invoke {
-                    best_finished = Some(best_finished.map_or(position, |best| best.max(position)));
-                    by_response.pop();
-                } else {
-                    break;
-                }
-            }
-            let bound = best_finished.unwrap_or(0);
-            match candidates
-                .iter()
-                .copied()
-                .filter(|&position| position >= bound)
-                .min()
-            {
-                Some(position) => {
-                    by_response.push(std::cmp::Reverse((*response, position)));
-                }
-                None => violations.push(format!("get({key}) at {invoke} went back in time")),
-            }
-        }
-    }
-    // 4. Increments.
-    for index in 0..COUNTERS {
-        let key = counter(index);
-        let mut values: Vec<(SequenceNumber, i64)> = events
-            .iter()
-            .filter_map(|event| match &event.kind {
-                Kind::Increment {
-                    key: k,
-                    value,
-                    sequence,
-                } if *k == key => Some((*sequence, *value)),
-                _ => None,
-            })
-            .collect();
-        values.sort();
-        for (position, (_, value)) in values.iter().enumerate() {
-            if *value != position as i64 + 1 {
-                violations.push(format!(
-                    "counter {key}: increment #{} returned {value}",
-                    position + 1
-                ));
-                break;
-            }
-        }
-        let expected = values.len().to_string();
-        let stored = final_state.get(&key).cloned().unwrap_or_else(|| "0".into());
-        if !values.is_empty() && stored != expected {
-            violations.push(format!(
-                "counter {key}: final {stored}, {expected} increments"
-            ));
-        }
-    }
-    // 5 and 6. Snapshot scans: sweep the writes once in sequence order.
-    let mut scans: Vec<&Event> = events
-        .iter()
-        .filter(|event| matches!(event.kind, Kind::Scan { .. }))
-        .collect();
-    scans.sort_by_key(|event| match event.kind {
-        Kind::Scan { sequence, .. } => sequence,
-        _ => 0,
-    });
-    // Largest sequence among writes that responded before time t.
-    let mut by_response: Vec<(u64, SequenceNumber)> = writes
-        .iter()
-        .map(|write| (write.response, write.sequence))
-        .collect();
-    by_response.sort();
-    let mut prefix_max = Vec::with_capacity(by_response.len());
-    let mut maximum = 0;
-    for &(_, sequence) in &by_response {
-        maximum = maximum.max(sequence);
-        prefix_max.push(maximum);
-    }
-    let mut state: BTreeMap<String, String> = BTreeMap::new();
-    let mut next_write = 0;
-    for event in scans {
-        let Kind::Scan { sequence, contents } = &event.kind else {
-            continue;
-        };
-        while let Some(write) = writes
-            .get(next_write)
-            .filter(|write| write.sequence <= *sequence)
-        {
-            match &write.value {
-                Some(value) => state.insert(write.key.clone(), value.clone()),
-                None => state.remove(&write.key),
-            };
-            next_write += 1;
-        }
-        if &state != contents {
-            let differing: Vec<_> = state
-                .keys()
-                .chain(contents.keys())
-                .filter(|key| state.get(*key) != contents.get(*key))
-                .take(3)
-                .collect();
-            violations.push(format!(
-                "scan at snapshot {sequence} differs from the history at {differing:?}"
-            ));
-        }
-        let responded = by_response.partition_point(|&(response, _)| response < event.invoke);
-        if responded > 0 && prefix_max[responded - 1] > *sequence {
-            violations.push(format!(
-                "snapshot {sequence} taken after write seq {} responded",
-                prefix_max[responded - 1]
-            ));
-        }
-        let batch_values: Vec<Option<&String>> = (0..BATCH_KEYS)
-            .map(|index| contents.get(&batch_key(index)))
-            .collect();
-        if batch_values.windows(2).any(|pair| pair[0] != pair[1]) {
-            violations.push(format!(
-                "snapshot {sequence} sees a partial batch: {batch_values:?}"
-            ));
-        }
-    }
-    violations
+    (events, final_state.into_iter().collect())
 }
 
 /// Search work allowed per key: list entries visited per operation on the key, plus a floor
@@ -626,15 +671,6 @@ struct SearchReport {
     elapsed: Duration,
 }
 
-/// Every key the workload touches; a scan's absence of a key is a read of "absent".
-fn all_keys() -> Vec<String> {
-    (0..REGISTERS)
-        .map(register)
-        .chain((0..COUNTERS).map(counter))
-        .chain((0..BATCH_KEYS).map(batch_key))
-        .collect()
-}
-
 /// Splits the history per key: each operation, projected onto every key it touches.
 fn per_key_histories(events: &[Event]) -> BTreeMap<String, Vec<Timed<KeyOperation>>> {
     let keys = all_keys();
@@ -654,7 +690,9 @@ fn per_key_histories(events: &[Event]) -> BTreeMap<String, Vec<Timed<KeyOperatio
         match &event.kind {
             Kind::Put { key, value, .. } => record(key, KeyOperation::put(value)),
             Kind::Delete { key, .. } => record(key, KeyOperation::Delete),
-            Kind::Get { key, value } => record(key, KeyOperation::get(value.as_deref())),
+            Kind::Get { key, value } | Kind::GetAt { key, value, .. } => {
+                record(key, KeyOperation::get(value.as_deref()));
+            }
             Kind::PutIfAbsent {
                 key,
                 value,
@@ -667,25 +705,52 @@ fn per_key_histories(events: &[Event]) -> BTreeMap<String, Vec<Timed<KeyOperatio
                 },
             ),
             Kind::Increment { key, value, .. } => record(key, KeyOperation::increment(*value)),
-            Kind::Batch { value, .. } => {
-                let value: Arc<str> = value.as_str().into();
-                for index in 0..BATCH_KEYS {
-                    record(&batch_key(index), KeyOperation::Put(Arc::clone(&value)));
+            Kind::Batch { .. } | Kind::WideBatch { .. } => {
+                for write in checks::writes_of(std::slice::from_ref(event)) {
+                    record(&write.key, KeyOperation::from_value(write.value.as_deref()));
                 }
             }
-            Kind::Scan { contents, .. } => {
-                // The scan read a snapshot taken inside its interval, so its value of each key
-                // is a read of that key somewhere in the interval.
-                for key in &keys {
-                    record(
-                        key,
-                        KeyOperation::get(contents.get(key).map(String::as_str)),
-                    );
-                }
-            }
+            Kind::CompareAndSwap {
+                key,
+                expected,
+                new,
+                swapped,
+            } => record(
+                key,
+                KeyOperation::CompareAndSwap {
+                    expected: expected.as_deref().map(Arc::from),
+                    new: new.as_deref().map(Arc::from),
+                    swapped: *swapped,
+                },
+            ),
+            Kind::Scan { contents, .. } => project_scan(&keys, &None, &None, contents, record),
+            Kind::LatestScan {
+                lower,
+                upper,
+                contents,
+                ..
+            } => project_scan(&keys, lower, upper, contents, record),
         }
     }
     histories
+}
+
+/// A scan's reads: a snapshot scan read a snapshot taken inside its interval, and a
+/// latest-state scan read each key inside its interval; either way, its value of a key in
+/// `[lower, upper)` (or the key's absence) is a read of that key in the interval.
+fn project_scan(
+    keys: &[String],
+    lower: &Option<String>,
+    upper: &Option<String>,
+    contents: &BTreeMap<String, String>,
+    mut record: impl FnMut(&str, KeyOperation),
+) {
+    for key in keys_in(keys, lower, upper) {
+        record(
+            key,
+            KeyOperation::get(contents.get(key).map(String::as_str)),
+        );
+    }
 }
 
 /// Check 2: searches each key's history for a linearization (see the module doc).
@@ -725,28 +790,40 @@ fn concurrent_history_is_linearizable() {
     let started = Instant::now();
     let (events, final_state) = run_history(seconds);
     let running = started.elapsed();
-    let violations = check(&events, &final_state);
+    let violations = checks::check(&events, &final_state);
     let search = search_check(&events);
     let count = |predicate: fn(&Kind) -> bool| events.iter().filter(|e| predicate(&e.kind)).count();
+    let synced = count(|k| {
+        matches!(
+            k,
+            Kind::Put { sync: true, .. }
+                | Kind::Delete { sync: true, .. }
+                | Kind::Batch { sync: true, .. }
+                | Kind::WideBatch { sync: true, .. }
+        )
+    });
+    let big = count(
+        |k| matches!(k, Kind::Put { key, value, .. } if key == BIG_KEY && value.contains('~')),
+    );
     eprintln!(
-        "history: {} operations in {:.1} s of running, checked in {:.1} s ({} puts, {} deletes, {} gets, {} put-if-absent ({} stored), {} increments, {} batches, {} scans), {} violations in the sequence-based checks",
+        "history: {} operations in {:.1} s of running, checked in {:.1} s ({} puts ({big} large), {} deletes, {synced} synced writes, {} gets, {} get_at, {} put-if-absent ({} stored), {} increments, {} batches, {} wide batches, {} compare-and-swaps ({} swapped), {} snapshot scans, {} latest scans ({} reverse)), {} violations in the sequence-based checks",
         events.len(),
         running.as_secs_f64(),
         (started.elapsed() - running).as_secs_f64(),
         count(|k| matches!(k, Kind::Put { .. })),
         count(|k| matches!(k, Kind::Delete { .. })),
         count(|k| matches!(k, Kind::Get { .. })),
+        count(|k| matches!(k, Kind::GetAt { .. })),
         count(|k| matches!(k, Kind::PutIfAbsent { .. })),
-        count(|k| matches!(
-            k,
-            Kind::PutIfAbsent {
-                sequence: Some(_),
-                ..
-            }
-        )),
+        count(|k| matches!(k, Kind::PutIfAbsent { sequence: Some(_), .. })),
         count(|k| matches!(k, Kind::Increment { .. })),
         count(|k| matches!(k, Kind::Batch { .. })),
+        count(|k| matches!(k, Kind::WideBatch { .. })),
+        count(|k| matches!(k, Kind::CompareAndSwap { .. })),
+        count(|k| matches!(k, Kind::CompareAndSwap { swapped: true, .. })),
         count(|k| matches!(k, Kind::Scan { .. })),
+        count(|k| matches!(k, Kind::LatestScan { .. })),
+        count(|k| matches!(k, Kind::LatestScan { reverse: true, .. })),
         violations.len()
     );
     eprintln!(

@@ -314,11 +314,23 @@ pub enum KeyOperation {
         value: Arc<str>,
         stored: bool,
     },
+    /// Replaces the value with `new` (None deletes) iff it equals `expected` (None: absent);
+    /// `swapped` is what the operation reported.
+    CompareAndSwap {
+        expected: Option<Arc<str>>,
+        new: Option<Arc<str>>,
+        swapped: bool,
+    },
 }
 
 impl KeyOperation {
     pub fn put(value: &str) -> Self {
         KeyOperation::Put(value.into())
+    }
+
+    /// A put of `value`, or a delete for None.
+    pub fn from_value(value: Option<&str>) -> Self {
+        value.map_or(KeyOperation::Delete, KeyOperation::put)
     }
 
     pub fn get(value: Option<&str>) -> Self {
@@ -334,8 +346,8 @@ impl KeyOperation {
 }
 
 /// The sequential specification of one key: a register (put sets, delete clears, get
-/// returns the current value) that is also a counter (increment adds one and returns the
-/// new value).
+/// returns the current value, compare-and-swap sets iff the current value is the expected
+/// one) that is also a counter (increment adds one and returns the new value).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KeyModel;
 
@@ -364,6 +376,15 @@ impl Model for KeyModel {
                 (Some(_), false) => Some(state.clone()),
                 _ => None,
             },
+            KeyOperation::CompareAndSwap {
+                expected,
+                new,
+                swapped,
+            } => {
+                // Succeeds iff the current value is the expected one; a failure changes nothing.
+                let matches = expected == state;
+                (matches == *swapped).then(|| if matches { new.clone() } else { state.clone() })
+            }
         }
     }
 }
@@ -486,6 +507,59 @@ mod tests {
             check(&KeyModel, &history, BUDGET).verdict,
             Verdict::Linearizable
         ));
+    }
+
+    fn cas(expected: Option<&str>, new: Option<&str>, swapped: bool) -> KeyOperation {
+        KeyOperation::CompareAndSwap {
+            expected: expected.map(Arc::from),
+            new: new.map(Arc::from),
+            swapped,
+        }
+    }
+
+    #[test]
+    fn compare_and_swap_succeeds_iff_the_value_matches() {
+        let history = [
+            timed(1, 2, cas(None, Some("a"), true)),
+            timed(3, 4, cas(None, Some("b"), false)),
+            timed(5, 6, cas(Some("a"), None, true)),
+            timed(7, 8, KeyOperation::get(None)),
+        ];
+        assert_eq!(verdict(&history), Verdict::Linearizable);
+        // A swap reported as done although the value had changed.
+        assert_violation(&[
+            timed(1, 2, KeyOperation::put("a")),
+            timed(3, 4, cas(None, Some("b"), true)),
+        ]);
+        // A swap reported as failed although the value matched, and nothing raced it.
+        assert_violation(&[
+            timed(1, 2, KeyOperation::put("a")),
+            timed(3, 4, cas(Some("a"), Some("b"), false)),
+        ]);
+        // A failed swap must leave the value alone.
+        assert_violation(&[
+            timed(1, 2, KeyOperation::put("a")),
+            timed(3, 4, cas(Some("z"), Some("b"), false)),
+            timed(5, 6, KeyOperation::get(Some("b"))),
+        ]);
+    }
+
+    #[test]
+    fn concurrent_compare_and_swaps_from_one_value_cannot_both_win() {
+        let history = [
+            timed(1, 2, KeyOperation::put("a")),
+            timed(3, 6, cas(Some("a"), Some("b"), true)),
+            timed(4, 5, cas(Some("a"), Some("c"), true)),
+        ];
+        assert_violation(&history);
+        // One of them may fail, in either order against the racing winner.
+        let history = [
+            timed(1, 2, KeyOperation::put("a")),
+            timed(3, 6, cas(Some("a"), Some("b"), false)),
+            timed(4, 5, cas(Some("a"), Some("c"), true)),
+            timed(7, 8, KeyOperation::get(Some("c"))),
+        ];
+        assert_eq!(verdict(&history), Verdict::Linearizable);
     }
 
     #[test]
