@@ -7,7 +7,8 @@
 //! reads use (together with the WAL's written watermark): a snapshot at S is below every
 //! in-flight write. It is also at or above every acknowledged one, because a read first waits
 //! for the watermark to reach [`Acknowledged`] — the writes that returned while a lower write
-//! was still in flight — so writers never wait for each other. This replaces cLSM's Active
+//! was still in flight — so writers never wait for each other's inserts (only, rarely, for room
+//! in the ring). This replaces cLSM's Active
 //! set: instead of finding the minimum of in-flight timestamps, readers load two words.
 //!
 //! Thread-safety contract: `finish` and `watermark` may be called from any thread without

@@ -1,4 +1,5 @@
-//! Atomics used by the lock-free protocols, switchable to loom's model-checked versions.
+//! Atomics used by the lock-free fast paths, switchable to loom's model-checked versions,
+//! and `spin_wait`, the back-off of a thread waiting for another thread's progress.
 //!
 //! Build with `RUSTFLAGS="--cfg loom"` (and a separate `CARGO_TARGET_DIR`) to run the loom
 //! tests of `sequence`, `wal_writer`, `epoch` and `hashindex`; every other build uses `std`.
