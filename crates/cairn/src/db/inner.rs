@@ -152,6 +152,7 @@ impl DbInner {
         self.acknowledged.read_sequence(
             || self.visible(),
             || self.has_sticky_error.load(Ordering::Acquire),
+            self.inserted.parker(),
         )
     }
 
