@@ -54,7 +54,7 @@ pub fn spin_wait(round: &mut u32) {
 ///
 /// The waiter calls `wait` in its loop; the thread that makes progress calls `notify` (or
 /// `notify_after_seqcst` when its change was a `SeqCst` read-modify-write) after the change.
-/// Both are one load when nobody is parked.
+/// With nobody parked, `notify_after_seqcst` is one load and `notify` a fence and one load.
 #[derive(Debug, Default)]
 pub struct Parker {
     /// Waiters between registering and waking (invariant 1).
@@ -94,7 +94,11 @@ impl Parker {
         if !ready() {
             let _ = self.wakeup.wait_timeout(guard, PARK_TIMEOUT);
         }
-        self.parked.fetch_sub(1, StdOrdering::Relaxed);
+        let before = self.parked.fetch_sub(1, StdOrdering::Relaxed);
+        if cfg!(feature = "invariants") {
+            // Invariant 1: this waiter was counted until now.
+            assert!(before >= 1, "a parked waiter was not counted");
+        }
     }
 
     /// Wakes every parked waiter, if any, after a change made with weaker orderings.
@@ -183,6 +187,34 @@ impl StripedCounter {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parked_waiter_wakes_on_notify_and_is_uncounted_after() {
+        use std::sync::atomic::AtomicBool as StdBool;
+        let parker = std::sync::Arc::new(Parker::default());
+        let flag = std::sync::Arc::new(StdBool::new(false));
+        let waiter = {
+            let (parker, flag) = (std::sync::Arc::clone(&parker), std::sync::Arc::clone(&flag));
+            std::thread::spawn(move || {
+                let mut round = 0;
+                while !flag.load(std::sync::atomic::Ordering::Acquire) {
+                    parker.wait(&mut round, || {
+                        flag.load(std::sync::atomic::Ordering::Acquire)
+                    });
+                }
+                round
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        parker.notify();
+        let rounds = waiter.join().unwrap();
+        assert!(
+            rounds >= PARK_AFTER_ROUNDS,
+            "the waiter never reached the park stage"
+        );
+        assert_eq!(parker.parked.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
 
     #[test]
     fn striped_counter_sums_every_thread() {

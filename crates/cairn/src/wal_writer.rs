@@ -639,6 +639,8 @@ impl Log {
         }
         let released = previous.take();
         self.previous_synced.store(true, Ordering::Release);
+        // A waiter parked because no leader could sync this log yet may sync it now.
+        self.parker.notify();
         drop(previous);
         // Possibly the last reference to an old log: its file closes here, outside the lock.
         drop(released);
@@ -694,6 +696,8 @@ impl Log {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
         self.previous_synced.store(true, Ordering::Release);
+        // A waiter parked because no leader could sync this log yet may sync it now.
+        self.parker.notify();
         drop((file, unwritten, unsynced));
     }
 
