@@ -7,12 +7,15 @@
 //! reads use (together with the WAL's written watermark): a snapshot at S is below every
 //! in-flight write. It is also at or above every acknowledged one, because a read first waits
 //! for the watermark to reach [`Acknowledged`] — the writes that returned while a lower write
-//! was still in flight — so writers never wait for each other. This replaces cLSM's Active
+//! was still in flight — so writers never wait for each other's inserts (only, rarely, for room
+//! in the ring). This replaces cLSM's Active
 //! set: instead of finding the minimum of in-flight timestamps, readers load two words.
 //!
 //! Thread-safety contract: `finish` and `watermark` may be called from any thread without
 //! locks. A writer waits only for the ring to have room (at most `RING_SLOTS` sequences
 //! between the watermark and its first sequence) — a short wait for in-flight lower writes.
+//! Waiters (`wait_for`, the ring-room wait, `Acknowledged::read_sequence`) spin, yield, then
+//! park on the watermark's `Parker`, so a waiter for a descheduled writer leaves it the core.
 //!
 //! Invariants:
 //! 1. `watermark` only grows, and every sequence <= it has finished.
@@ -25,8 +28,12 @@
 //!    least S when the last of those `finish` calls returns. A finisher stores its slot and
 //!    then, after a full fence, tries to advance; of two finishers of neighbouring ranges,
 //!    at least one sees the other's slot.
+//! 5. Every move of the watermark is a `SeqCst` compare-and-swap followed, in the same
+//!    `advance`, by a `SeqCst` load of the parker's count and a wake-up if it is non-zero:
+//!    a waiter parks only after checking the watermark once more (`sync::Parker`), so no
+//!    waiter sleeps through the move that satisfies it (longer than `PARK_TIMEOUT`).
 
-use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering, Parker};
 
 /// Ring size: how far sequence assignment may run ahead of the watermark.
 pub const RING_SLOTS: usize = 1 << 14;
@@ -36,6 +43,9 @@ pub const RING_SLOTS: usize = 1 << 14;
 #[allow(clippy::struct_field_names)]
 pub struct Watermark {
     watermark: AtomicU64,
+    /// Where waiters for the watermark sleep after a short spin (`wait_for`, the ring-room
+    /// wait, `Acknowledged::read_sequence`); `advance` wakes them.
+    parker: Parker,
     slots: Box<[AtomicU64]>,
     /// `slots.len() - 1` when the ring size is a power of two (always, outside tests): the
     /// slot index is then a mask instead of a 64-bit division on every `finish`.
@@ -62,6 +72,7 @@ impl Watermark {
         let length = slots.max(2);
         Watermark {
             watermark: AtomicU64::new(start),
+            parker: Parker::default(),
             slots: (0..length).map(|_| AtomicU64::new(0)).collect(),
             index_mask: length.is_power_of_two().then_some(length as u64 - 1),
         }
@@ -71,6 +82,11 @@ impl Watermark {
     #[inline]
     pub fn get(&self) -> u64 {
         self.watermark.load(Ordering::Acquire)
+    }
+
+    /// Where waiters for this watermark park; `advance` notifies it.
+    pub fn parker(&self) -> &Parker {
+        &self.parker
     }
 
     fn slot(&self, sequence: u64) -> Option<&AtomicU64> {
@@ -99,8 +115,9 @@ impl Watermark {
         debug_assert!(first >= 1 && first <= last);
         let mut round = 0;
         // Invariant 2: wait for room in the ring.
-        while first >= self.get() + self.slots.len() as u64 {
-            spin_wait(&mut round);
+        let room = |watermark: u64| first < watermark + self.slots.len() as u64;
+        while !room(self.get()) {
+            self.parker.wait(&mut round, || room(self.get()));
         }
         if let Some(slot) = self.slot(first) {
             slot.store(last, Ordering::Release);
@@ -113,13 +130,15 @@ impl Watermark {
         self.advance();
     }
 
-    /// Moves the watermark over consecutive finished ranges.
+    /// Moves the watermark over consecutive finished ranges, and wakes parked waiters if it
+    /// moved it.
     pub fn advance(&self) {
+        let mut moved = false;
         loop {
             let current = self.get();
             let next = current + 1;
             let Some(slot) = self.slot(next) else {
-                return;
+                break;
             };
             let last = slot.load(Ordering::Acquire);
             // A stale value (a consumed range not yet cleared) is < next; a value for a
@@ -131,16 +150,22 @@ impl Watermark {
                 if self.get() != current {
                     continue;
                 }
-                return;
+                break;
             }
             if self
                 .watermark
-                .compare_exchange(current, last, Ordering::AcqRel, Ordering::Acquire)
+                // SeqCst: the Dekker handshake with a parking waiter (`Parker::park`) needs
+                // this change and the load of the parked count below both to be SeqCst.
+                .compare_exchange(current, last, Ordering::SeqCst, Ordering::Acquire)
                 .is_ok()
             {
+                moved = true;
                 // Invariant 3.
                 let _ = slot.compare_exchange(last, 0, Ordering::AcqRel, Ordering::Relaxed);
             }
+        }
+        if moved {
+            self.parker.notify_after_seqcst();
         }
     }
 
@@ -166,7 +191,7 @@ impl Watermark {
             if self.get() >= sequence {
                 return;
             }
-            spin_wait(&mut round);
+            self.parker.wait(&mut round, || self.get() >= sequence);
         }
     }
 }
@@ -220,12 +245,21 @@ impl Acknowledged {
     /// and covers only finished writes. Spins, then yields, while a lower write finishes;
     /// returns the visible sequence as it is if `give_up()` (a failed lower write may never
     /// finish).
-    pub fn read_sequence(&self, visible: impl Fn() -> u64, give_up: impl Fn() -> bool) -> u64 {
+    ///
+    /// `parker` is the inserted watermark's: the wait is for lower writes' inserts (an
+    /// acknowledged write was written to the OS, so the written watermark is already past
+    /// it), and the watermark's `advance` wakes it.
+    pub fn read_sequence(
+        &self,
+        visible: impl Fn() -> u64,
+        give_up: impl Fn() -> bool,
+        parker: &Parker,
+    ) -> u64 {
         let target = self.sequence.load(Ordering::Acquire);
         let mut current = visible();
         let mut round = 0;
         while current < target && !give_up() {
-            spin_wait(&mut round);
+            parker.wait(&mut round, || visible() >= target || give_up());
             current = visible();
         }
         current
@@ -404,7 +438,8 @@ mod loom_tests {
             // A read that starts after the upper write returned must read at or above it,
             // and (like every read) never above the unfinished lower write.
             if returned.load(Ordering::Acquire) {
-                let read = acknowledged.read_sequence(|| watermark.get(), || false);
+                let read =
+                    acknowledged.read_sequence(|| watermark.get(), || false, watermark.parker());
                 assert!(
                     read >= 2,
                     "read at {read} after sequence 2 was acknowledged"

@@ -17,7 +17,10 @@
 //! (or synced) sequence to reach its own.
 //!
 //! Thread-safety contract: every method takes `&self` and may be called from any thread.
-//! Waiting happens only for other writers' progress (their memcpy, or the leader's I/O).
+//! Waiting happens only for other writers' progress (their memcpy, or the leader's I/O): a
+//! waiter spins, yields, then parks on the log's `Parker`, which every leader notifies after
+//! it lets go of the role (a writer that publishes a record always reaches its own wait and
+//! leads, so the waiters for that record are woken).
 //!
 //! Invariants:
 //! 1. Reservations in one segment are disjoint and ordered: byte order = sequence order.
@@ -54,7 +57,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
-use crate::sync::{spin_wait, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, Parker};
 use crate::wal::{
     record_bytes, record_header, sync_marker_record, wal_header_record, RECORD_HEADER_BYTES,
 };
@@ -362,6 +365,11 @@ pub struct Log {
     /// The database-wide written watermark, raised after every write (invariant 4 makes
     /// `fetch_max` over all logs a prefix).
     global_written: Arc<std::sync::atomic::AtomicU64>,
+    /// Where writers waiting for the leader (`wait_for`) or for the last records of a sealed
+    /// log (`finish`) sleep after a short spin. Every leader notifies it once it has let go
+    /// of the leader role, so a waiter never sleeps through a write it could use or a
+    /// leader role it could take (for longer than `PARK_TIMEOUT`).
+    parker: Parker,
 }
 
 impl std::fmt::Debug for Log {
@@ -416,6 +424,7 @@ impl Log {
             failed: OnceLock::new(),
             sealed_for_good: crate::sync::AtomicBool::new(false),
             global_written,
+            parker: Parker::default(),
         }
     }
 
@@ -482,7 +491,7 @@ impl Log {
                     if self.sealed_for_good.load(Ordering::Acquire) {
                         return Reserve::Sealed;
                     }
-                    spin_wait(&mut round);
+                    crate::sync::spin_wait(&mut round);
                 }
             }
         }
@@ -541,7 +550,7 @@ impl Log {
             }
             // A writer sealed it because it was full; that writer always installs a
             // successor, which this loop then seals.
-            spin_wait(&mut round);
+            crate::sync::spin_wait(&mut round);
         }
     }
 
@@ -560,6 +569,7 @@ impl Log {
                 self.wait_for(last, false)?;
                 if let Err(error) = self.sync_previous() {
                     let _ = self.failed.set(error.clone());
+                    self.parker.notify();
                     return Err(error);
                 }
             }
@@ -570,23 +580,43 @@ impl Log {
     /// The waiting loop of `wait_durable`, once the predecessor is taken care of.
     fn wait_for(&self, last: u64, sync: bool) -> Result<()> {
         let mut round = 0;
+        let done = || {
+            self.written_sequence.load(Ordering::Acquire) >= last
+                && (!sync || self.synced_sequence.load(Ordering::Acquire) >= last)
+        };
+        let progress = || {
+            let written = self.written_sequence.load(Ordering::Acquire);
+            (written, self.synced_sequence.load(Ordering::Acquire))
+        };
         loop {
             if let Some(error) = self.failed.get() {
                 return Err(error.clone());
             }
-            let written = self.written_sequence.load(Ordering::Acquire) >= last;
-            let synced = !sync || self.synced_sequence.load(Ordering::Acquire) >= last;
-            if written && synced {
+            if done() {
                 return Ok(());
             }
+            let mut led = false;
             if let Ok(mut state) = self.leader.try_lock() {
-                if let Err(error) = self.lead(&mut state) {
+                let before = progress();
+                let outcome = self.lead(&mut state);
+                if let Err(error) = &outcome {
                     let _ = self.failed.set(error.clone());
-                    return Err(error);
                 }
-                continue;
+                drop(state);
+                // After letting go of the role: a parked waiter may be done now, or may
+                // have to lead (it checks the role is free before it sleeps).
+                self.parker.notify();
+                outcome?;
+                if progress() != before {
+                    continue;
+                }
+                // Nothing new was published: a lower writer is between reserving and
+                // publishing. It leads (and so notifies) once it reaches its own wait.
+                led = true;
             }
-            spin_wait(&mut round);
+            self.parker.wait(&mut round, || {
+                self.failed.get().is_some() || done() || (!led && self.leader.try_lock().is_ok())
+            });
         }
     }
 
@@ -630,9 +660,12 @@ impl Log {
             if let Some(file) = state.file.as_mut() {
                 file.flush()?;
             }
-            self.written_sequence.store(last, Ordering::Release);
+            // The database-wide watermark first: a writer acknowledged once it sees this
+            // log's is then already covered by the database's, so a read that waits for an
+            // acknowledged write waits only for inserts (`sequence::Acknowledged`).
             self.global_written
                 .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
+            self.written_sequence.store(last, Ordering::Release);
         }
         let written = self.written_sequence.load(Ordering::Acquire);
         // Invariant 4: older logs are durable (or retired) before this one syncs; until then
@@ -673,6 +706,8 @@ impl Log {
         }
         let released = previous.take();
         self.previous_synced.store(true, Ordering::Release);
+        // A waiter parked because no leader could sync this log yet may sync it now.
+        self.parker.notify();
         drop(previous);
         // Possibly the last reference to an old log: its file closes here, outside the lock.
         drop(released);
@@ -728,6 +763,8 @@ impl Log {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         self.previous_synced.store(true, Ordering::Release);
+        // A waiter parked because no leader could sync this log yet may sync it now.
+        self.parker.notify();
         drop((file, unwritten, unsynced));
     }
 
@@ -744,40 +781,57 @@ impl Log {
             if let Some(error) = self.failed.get() {
                 return Err(error.clone());
             }
-            if let Ok(mut state) = self.leader.try_lock() {
-                if state.retired {
-                    return Ok(());
-                }
-                let result = self.lead(&mut state);
-                if let Err(error) = result {
+            let step = match self.leader.try_lock() {
+                Ok(mut state) => Some(self.finish_step(&mut state)),
+                Err(_) => None,
+            };
+            if step.is_some() {
+                // As in `wait_for`: this log's own writers may be parked on the role.
+                self.parker.notify();
+            }
+            match step {
+                Some(Ok(true)) => return Ok(()),
+                Some(Err(error)) => return Err(error),
+                Some(Ok(false)) | None => {}
+            }
+            // Waiting for a writer of this log to publish; it leads once it has.
+            self.parker.wait(&mut round, || self.failed.get().is_some());
+        }
+    }
+
+    /// One leading pass of `finish`, holding the leader role: whether the log is finished.
+    fn finish_step(&self, state: &mut LeaderState) -> Result<bool> {
+        if state.retired {
+            return Ok(true);
+        }
+        let result = self.lead(state);
+        if let Err(error) = result {
+            let _ = self.failed.set(error.clone());
+            return Err(error);
+        }
+        let done = state.segment.next.get().is_none()
+            && state
+                .segment
+                .sealed_end
+                .get()
+                .is_some_and(|&(end, _)| state.offset >= end);
+        if done {
+            // A finished log must end at its last record: recovery reads a zero tail
+            // (space a memory-mapped log reserved) in an older log as a torn tail and
+            // would then ignore every newer log. A trim that changed the file asks for
+            // a sync: `sync_finished` does it, off this (the writers') path, before
+            // the successor's first sync — even if every record was synced already.
+            match state.file.as_mut().map(|file| file.trim()) {
+                Some(Err(error)) => {
                     let _ = self.failed.set(error.clone());
                     return Err(error);
                 }
-                let done = state.segment.next.get().is_none()
-                    && state
-                        .segment
-                        .sealed_end
-                        .get()
-                        .is_some_and(|&(end, _)| state.offset >= end);
-                if done {
-                    // A finished log must end at its last record: recovery reads a zero tail
-                    // (space a memory-mapped log reserved) in an older log as a torn tail and
-                    // would then ignore every newer log. A trim that changed the file asks for
-                    // a sync: `sync_finished` does it, off this (the writers') path, before
-                    // the successor's first sync — even if every record was synced already.
-                    match state.file.as_mut().map(|file| file.trim()) {
-                        Some(Err(error)) => {
-                            let _ = self.failed.set(error.clone());
-                            return Err(error);
-                        }
-                        Some(Ok(true)) => state.trim_unsynced = true,
-                        Some(Ok(false)) | None => {}
-                    }
-                    return Ok(());
-                }
+                Some(Ok(true)) => state.trim_unsynced = true,
+                Some(Ok(false)) | None => {}
             }
-            spin_wait(&mut round);
+            return Ok(true);
         }
+        Ok(false)
     }
 }
 

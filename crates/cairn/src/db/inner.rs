@@ -42,6 +42,10 @@ pub(super) const WAIT_SLICE: Duration = Duration::from_millis(10);
 pub(super) struct BackgroundState {
     pub(super) shutting_down: bool,
     pub(super) compaction_wanted: bool,
+    /// The next WAL, created off the switch path (`DbInner::prepare_next_wal`).
+    pub(super) prepared_wal: Option<super::write::PreparedWal>,
+    /// A preparation is under way; a switch waits for it (WAL numbers follow log order).
+    pub(super) preparing_wal: bool,
 }
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (every critical
@@ -152,6 +156,7 @@ impl DbInner {
         self.acknowledged.read_sequence(
             || self.visible(),
             || self.has_sticky_error.load(Ordering::Acquire),
+            self.inserted.parker(),
         )
     }
 

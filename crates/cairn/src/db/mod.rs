@@ -149,8 +149,9 @@ impl Db {
     }
 
     /// Atomically replaces the value of `key` with `f(current)` (`None` deletes) and returns
-    /// the new value. Non-blocking: `f` runs outside any lock and may run more than once if
-    /// another write to `key` races it (see `read_modify_write` in the source).
+    /// the new value. `f` runs outside any lock and may run more than once if another write to
+    /// `key` races it (see `read_modify_write` in the source); the call takes no lock but may
+    /// wait for lower writes still in flight. A panic in `f` leaves the database usable.
     pub fn update<F>(&self, key: &[u8], mut f: F) -> Result<Option<Vec<u8>>>
     where
         F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,

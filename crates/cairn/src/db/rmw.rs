@@ -22,7 +22,9 @@
 //! the wait is unbounded, which guarantees progress.
 //!
 //! Thread-safety contract: called from client threads concurrently with every other
-//! operation; takes no lock. `decide` runs outside any lock and may run more than once.
+//! operation; takes no lock. `decide` runs outside any lock and may run more than once. It
+//! runs before the attempt reserves a sequence, so a panic in it unwinds with nothing held:
+//! no lock to poison, no reserved sequence left unfinished (`tests/waits.rs`).
 //!
 //! Invariants:
 //! 1. A sequence reserved here is always finished: as the write (valid) or as a void record

@@ -13,6 +13,12 @@
 //! 2. Every reserved range is finished (`finish_write`) exactly once, even when the write
 //!    fails: the watermark and the flush of the buffer wait for every reserved sequence.
 //! 3. A write is acknowledged only after its range is inserted and (WAL on) written.
+//! 4. WAL file numbers follow the order in which logs are used: at most one WAL is prepared
+//!    ahead (created and its directory entry synced off the switch path), the next switch
+//!    uses it, and a switch waits for a preparation under way rather than create a WAL with
+//!    a higher number. Recovery stops at the first empty WAL, so an unused empty WAL below
+//!    a used one would hide that one's synced records. A failed preparation stops writes
+//!    (sticky error), as a failed creation during the switch does.
 
 use super::inner::{create_wal_file, lock, DbInner, WAIT_SLICE};
 use super::super_version::SuperVersion;
@@ -24,6 +30,7 @@ use crate::memory::WriteBuffer;
 use crate::options::WriteOptions;
 use crate::stats::Counters;
 use crate::wal_writer::{Log, Reserve, Segment, SEGMENT_BYTES_DEFAULT};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +43,14 @@ pub(super) struct Reservation {
     pub(super) segment: arc_swap::Guard<Arc<Segment>>,
     pub(super) first: SequenceNumber,
     pub(super) offset: usize,
+}
+
+/// A WAL file created ahead of the switch that uses it (invariant 4).
+#[derive(Debug)]
+pub(super) struct PreparedWal {
+    number: u64,
+    path: PathBuf,
+    file: Box<dyn crate::fs::WritableFile>,
 }
 
 impl Reservation {
@@ -274,23 +289,17 @@ impl DbInner {
             buffer
         ));
         let next_sequence = buffer.seal();
-        let wal_number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let wal_path = filename::wal_path(&self.directory, wal_number);
-        let file = if self.options.wal_enabled {
-            let created = create_wal_file(self.file_system.as_ref(), &self.options, &wal_path)
-                .and_then(|file| {
-                    self.file_system.sync_dir(&self.directory)?;
-                    Ok(file)
-                });
-            match created {
-                Ok(file) => Some(file),
+        let (wal_number, wal_path, file) = if self.options.wal_enabled {
+            match self.take_next_wal() {
+                Ok(prepared) => (prepared.number, prepared.path, Some(prepared.file)),
                 Err(error) => {
                     self.set_sticky_error(&error);
                     return Err(error);
                 }
             }
         } else {
-            None
+            let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+            (number, filename::wal_path(&self.directory, number), None)
         };
         let log = Log::new(
             wal_number,
@@ -309,6 +318,68 @@ impl DbInner {
         ));
         Counters::add(&self.counters.memtable_switches, 1);
         self.background_changed.notify_all();
+        // Nobody waits for the switch any more: create the next switch's WAL now, so that
+        // switch does not make every writer wait through a create, fallocate and mmap and a
+        // directory sync.
+        if self.options.wal_enabled {
+            self.prepare_next_wal();
+        }
         Ok(())
+    }
+
+    /// Creates a WAL file with the next file number and makes its directory entry durable.
+    fn create_next_wal(&self) -> Result<PreparedWal> {
+        let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+        let path = filename::wal_path(&self.directory, number);
+        let file = create_wal_file(self.file_system.as_ref(), &self.options, &path)?;
+        self.file_system.sync_dir(&self.directory)?;
+        Ok(PreparedWal { number, path, file })
+    }
+
+    /// The file of the next log: the prepared one (after waiting for a preparation under
+    /// way: invariant 4), or one created now.
+    fn take_next_wal(&self) -> Result<PreparedWal> {
+        let mut background = lock(&self.background);
+        while background.preparing_wal {
+            background = match self.background_changed.wait_timeout(background, WAIT_SLICE) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        if let Some(prepared) = background.prepared_wal.take() {
+            return Ok(prepared);
+        }
+        drop(background);
+        self.create_next_wal()
+    }
+
+    /// Prepares the next switch's WAL unless one is prepared or being prepared.
+    fn prepare_next_wal(&self) {
+        {
+            let mut background = lock(&self.background);
+            if background.preparing_wal
+                || background.prepared_wal.is_some()
+                || background.shutting_down
+            {
+                return;
+            }
+            background.preparing_wal = true;
+        }
+        let prepared = self.create_next_wal();
+        let mut background = lock(&self.background);
+        background.preparing_wal = false;
+        let failed = match prepared {
+            Ok(prepared) => {
+                background.prepared_wal = Some(prepared);
+                None
+            }
+            Err(error) => Some(error),
+        };
+        drop(background);
+        if let Some(error) = failed {
+            // Invariant 4: the file may exist, empty; no newer WAL may be used after it.
+            self.set_sticky_error(&error);
+        }
+        self.background_changed.notify_all();
     }
 }
