@@ -223,7 +223,7 @@ fn a_completed_insert_is_found_by_every_later_get() {
     for (mode, make) in INDEX_MODES {
         eprintln!("{mode}");
         let memtable = Arc::new(make(64 * 1024));
-        memtable.delay_publish.store(true, AtomicOrdering::Relaxed);
+        memtable.widen_publish_window(true);
         let completed: Arc<Vec<std::sync::atomic::AtomicU64>> = Arc::new(
             (0..WRITERS)
                 .map(|_| std::sync::atomic::AtomicU64::default())
