@@ -781,6 +781,10 @@ impl Log {
             if let Some(error) = self.failed.get() {
                 return Err(error.clone());
             }
+            // Read before the step: a writer that publishes and leads after the step (and
+            // notifies before this thread is counted as parked) moves it, so the park below
+            // returns at once instead of sleeping out its timeout under the new log's lead.
+            let written_before = self.written_sequence.load(Ordering::Acquire);
             let step = match self.leader.try_lock() {
                 Ok(mut state) => Some(self.finish_step(&mut state)),
                 Err(_) => None,
@@ -795,7 +799,10 @@ impl Log {
                 Some(Ok(false)) | None => {}
             }
             // Waiting for a writer of this log to publish; it leads once it has.
-            self.parker.wait(&mut round, || self.failed.get().is_some());
+            self.parker.wait(&mut round, || {
+                self.failed.get().is_some()
+                    || self.written_sequence.load(Ordering::Acquire) != written_before
+            });
         }
     }
 

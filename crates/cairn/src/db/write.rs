@@ -349,8 +349,18 @@ impl DbInner {
         if let Some(prepared) = background.prepared_wal.take() {
             return Ok(prepared);
         }
+        // Invariant 4: mark the creation as under way before letting go of the lock. Another
+        // switch's `prepare_next_wal` may run meanwhile (its switch installed, ours claimed);
+        // without the mark it would take a file number of its own, and whichever number came
+        // second could go to this log while the first lay prepared and empty below it —
+        // recovery stops at an empty WAL, and the obsolete-file pass could delete it once a
+        // newer log's flush raised `log_number`.
+        background.preparing_wal = true;
         drop(background);
-        self.create_next_wal()
+        let created = self.create_next_wal();
+        lock(&self.background).preparing_wal = false;
+        self.background_changed.notify_all();
+        created
     }
 
     /// Prepares the next switch's WAL unless one is prepared or being prepared.
