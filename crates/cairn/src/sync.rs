@@ -207,7 +207,16 @@ mod tests {
                 round
             })
         };
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Wait until the waiter is really parked (a fixed sleep was flaky on a loaded
+        // machine: the waiter had not spun and yielded its way to the park stage yet).
+        let started = std::time::Instant::now();
+        while parker.parked.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the waiter never parked"
+            );
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
         flag.store(true, std::sync::atomic::Ordering::Release);
         parker.notify();
         let rounds = waiter.join().unwrap();
