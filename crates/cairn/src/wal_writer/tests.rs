@@ -240,7 +240,7 @@ fn a_non_sync_write_does_not_wait_for_the_previous_logs_sync() {
     write_one(&new, false).unwrap();
     // Long against the bound below, so a loaded CI machine's scheduling delays cannot
     // push an unblocked write over it (it waited the whole sync before the fix).
-    let delay = Duration::from_millis(1000);
+    let delay = Duration::from_secs(1);
     fs.set_latency("sync", "/old.log", delay);
     let syncer = {
         let new = Arc::clone(&new);
