@@ -135,34 +135,19 @@ impl Store for DbStore {
 
     fn info(&self) -> Vec<(String, String)> {
         let stats = self.db.stats();
-        let mut lines = vec![
-            ("last_sequence".to_string(), stats.last_sequence.to_string()),
-            (
-                "memtable_bytes".to_string(),
-                stats.memtable_bytes.to_string(),
-            ),
-            (
-                "memtable_entries".to_string(),
-                stats.memtable_entries.to_string(),
-            ),
-            (
-                "immutable_memtables".to_string(),
-                stats.immutable_memtables.to_string(),
-            ),
-            ("snapshots".to_string(), stats.snapshots.to_string()),
-            (
-                "block_cache_bytes".to_string(),
-                stats.block_cache_bytes.to_string(),
-            ),
-            (
-                "block_cache_hits".to_string(),
-                stats.block_cache_hits.to_string(),
-            ),
-            (
-                "block_cache_misses".to_string(),
-                stats.block_cache_misses.to_string(),
-            ),
-        ];
+        let mut lines: Vec<(String, String)> = [
+            ("last_sequence", stats.last_sequence.to_string()),
+            ("memtable_bytes", stats.memtable_bytes.to_string()),
+            ("memtable_entries", stats.memtable_entries.to_string()),
+            ("immutable_memtables", stats.immutable_memtables.to_string()),
+            ("snapshots", stats.snapshots.to_string()),
+            ("block_cache_bytes", stats.block_cache_bytes.to_string()),
+            ("block_cache_hits", stats.block_cache_hits.to_string()),
+            ("block_cache_misses", stats.block_cache_misses.to_string()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
         lines.extend(
             stats
                 .counters
