@@ -13,9 +13,8 @@
 //! 3. A `BucketRead` holds only entries of one consistent state of the bucket.
 
 use super::layout::mask;
-#[cfg(not(loom))]
-use super::SPINS_BEFORE_YIELD;
 use super::{Layout, LOCKED, MAX_BUCKET_ENTRIES, VERSION_MASK, WORDS};
+use crate::sync::spin_wait;
 use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
 
 /// One cache line: the version in the low 31 bits of word 0, then packed entries.
@@ -48,7 +47,7 @@ impl Bucket {
                 if replaced.load(Ordering::Acquire) {
                     return false;
                 }
-                backoff(&mut spins);
+                spin_wait(&mut spins);
                 continue;
             }
             if self
@@ -60,7 +59,7 @@ impl Bucket {
                 fence(Ordering::Release);
                 return true;
             }
-            backoff(&mut spins);
+            spin_wait(&mut spins);
         }
     }
 
@@ -166,7 +165,7 @@ impl Bucket {
                 if replaced.load(Ordering::Acquire) {
                     return None;
                 }
-                backoff(&mut spins);
+                spin_wait(&mut spins);
                 continue;
             }
             let mut words = [before; WORDS];
@@ -195,7 +194,7 @@ impl Bucket {
             }
             #[cfg(all(test, loom))]
             super::loom_tests::note_retry();
-            backoff(&mut spins);
+            spin_wait(&mut spins);
         }
     }
 }
@@ -222,23 +221,6 @@ pub(super) fn store_in_emptier<'a>(
             true
         }
         None => false,
-    }
-}
-
-pub(super) fn backoff(spins: &mut u32) {
-    #[cfg(loom)]
-    {
-        let _ = spins;
-        loom::thread::yield_now();
-    }
-    #[cfg(not(loom))]
-    {
-        *spins += 1;
-        if *spins < SPINS_BEFORE_YIELD {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
     }
 }
 

@@ -112,9 +112,6 @@ const SHRINK_BELOW_LOAD: f64 = 0.5;
 const SHRINK_TO_LOAD: f64 = 0.90;
 /// Entries whose log bytes are prefetched ahead of hashing them during a resize.
 const PREFETCH_DISTANCE: usize = 16;
-/// Spins on a locked bucket before yielding the processor.
-#[cfg(not(loom))]
-const SPINS_BEFORE_YIELD: u32 = 64;
 
 const WORDS: usize = BUCKET_BYTES / 8;
 /// Bits of the first word holding the version; entries start right after them.
