@@ -212,10 +212,8 @@ fn main() -> ExitCode {
 }
 
 fn open(db: &DbArg, create_if_missing: bool) -> Result<Db, Failure> {
-    let options = Options {
-        create_if_missing,
-        ..Options::default()
-    };
+    let mut options = Options::default();
+    options.create_if_missing = create_if_missing;
     Ok(Db::open(&db.db, options)?)
 }
 
@@ -285,11 +283,9 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 }
 
 fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
-    let mut options = Options {
-        create_if_missing: true,
-        wal_enabled: !args.no_wal,
-        ..Options::default()
-    };
+    let mut options = Options::default();
+    options.create_if_missing = true;
+    options.wal_enabled = !args.no_wal;
     if let Some(megabytes) = args.memtable_mb {
         options.write_buffer_size_bytes = usize::try_from(megabytes)
             .ok()
@@ -316,7 +312,7 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
     };
     let db = Db::open(&args.db.db, options)?;
     let store = if args.sync {
-        db_store::DbStore::with_write_options(&db, WriteOptions { sync: true })
+        db_store::DbStore::with_write_options(&db, WriteOptions::with_sync(true))
     } else {
         db_store::DbStore::new(&db)
     };

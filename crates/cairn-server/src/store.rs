@@ -81,7 +81,7 @@ impl DbStore {
     }
 
     fn options(&self) -> WriteOptions {
-        WriteOptions { sync: self.sync }
+        WriteOptions::with_sync(self.sync)
     }
 
     /// The engine's read-modify-write takes no write options; a synced write after it syncs

@@ -151,12 +151,13 @@ fn two_writers_two_readers_small_memtable() {
     let seconds: u64 = common::env_or("CAIRN_CONCURRENCY_SECONDS", 10);
     let directory = std::env::temp_dir().join(format!("cairn-concurrency-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&directory);
-    let options = || Options {
-        write_buffer_size_bytes: 64 * 1024,
-        target_file_size_bytes: 128 * 1024,
-        level1_size_bytes_max: 512 * 1024,
-        level0_compaction_trigger: 2,
-        ..Options::default()
+    let options = || {
+        let mut options = Options::default();
+        options.write_buffer_size_bytes = 64 * 1024;
+        options.target_file_size_bytes = 128 * 1024;
+        options.level1_size_bytes_max = 512 * 1024;
+        options.level0_compaction_trigger = 2;
+        options
     };
     let db = Arc::new(Db::open(&directory, options()).unwrap());
     let stop = Arc::new(AtomicBool::new(false));

@@ -306,9 +306,7 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     fn write_options(&mut self, sync_percent: u32) -> WriteOptions {
-        WriteOptions {
-            sync: self.rng.gen_ratio(sync_percent, 100),
-        }
+        WriteOptions::with_sync(self.rng.gen_ratio(sync_percent, 100))
     }
 
     fn write(&mut self, batch: WriteBatch, options: &WriteOptions) -> SequenceNumber {
@@ -577,19 +575,17 @@ impl Worker<'_> {
 
 fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     let fs = MemFs::new();
-    let options = Options {
-        file_system: Arc::new(fs),
-        write_buffer_size_bytes: 4096,
-        max_immutable_memtables: 2,
-        block_size_bytes: 256,
-        target_file_size_bytes: 8192,
-        level1_size_bytes_max: 16 * 1024,
-        level0_compaction_trigger: 2,
-        level0_slowdown_trigger: 6,
-        level0_stop_trigger: 12,
-        level_count: 4,
-        ..Options::default()
-    };
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs);
+    options.write_buffer_size_bytes = 4096;
+    options.max_immutable_memtables = 2;
+    options.block_size_bytes = 256;
+    options.target_file_size_bytes = 8192;
+    options.level1_size_bytes_max = 16 * 1024;
+    options.level0_compaction_trigger = 2;
+    options.level0_slowdown_trigger = 6;
+    options.level0_stop_trigger = 12;
+    options.level_count = 4;
     let db = Db::open("/history", options).unwrap();
     let clock = AtomicU64::new(0);
     let stop = AtomicBool::new(false);

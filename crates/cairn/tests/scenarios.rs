@@ -11,15 +11,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 fn small_options(fs: &MemFs) -> Options {
-    Options {
-        file_system: Arc::new(fs.clone()),
-        write_buffer_size_bytes: 4096,
-        block_size_bytes: 256,
-        target_file_size_bytes: 8192,
-        level1_size_bytes_max: 16 * 1024,
-        level0_compaction_trigger: 2,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs.clone());
+    options.write_buffer_size_bytes = 4096;
+    options.block_size_bytes = 256;
+    options.target_file_size_bytes = 8192;
+    options.level1_size_bytes_max = 16 * 1024;
+    options.level0_compaction_trigger = 2;
+    options
 }
 
 fn key(index: u32) -> Vec<u8> {
@@ -111,19 +110,15 @@ fn second_open_fails_with_locked() {
 #[test]
 fn missing_database_and_existing_database_errors() {
     let fs = MemFs::new();
-    let options = Options {
-        create_if_missing: false,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.create_if_missing = false;
     assert!(matches!(
         Db::open("/nothing", options),
         Err(Error::NotFound { .. })
     ));
     drop(Db::open("/db", small_options(&fs)).unwrap());
-    let options = Options {
-        error_if_exists: true,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.error_if_exists = true;
     assert!(matches!(
         Db::open("/db", options),
         Err(Error::AlreadyExists { .. })
@@ -133,10 +128,8 @@ fn missing_database_and_existing_database_errors() {
 #[test]
 fn bad_options_and_oversized_keys_are_rejected() {
     let fs = MemFs::new();
-    let options = Options {
-        level_count: 1,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.level_count = 1;
     assert!(matches!(
         Db::open("/db", options),
         Err(Error::InvalidArgument(_))
@@ -172,10 +165,8 @@ fn wal_files(fs: &MemFs, path: &Path) -> Vec<std::path::PathBuf> {
 fn torn_wal_tail_recovers_a_prefix() {
     let fs = MemFs::new();
     let path = Path::new("/db");
-    let options = Options {
-        write_buffer_size_bytes: 1 << 20,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.write_buffer_size_bytes = 1 << 20;
     let db = Db::open(path, options.clone()).unwrap();
     for index in 0..100 {
         db.put(&key(index), b"value").unwrap();
@@ -197,15 +188,13 @@ fn torn_wal_tail_recovers_a_prefix() {
 fn damaged_wal_middle_is_reported_as_corruption_with_file_and_offset() {
     let fs = MemFs::new();
     let path = Path::new("/db");
-    let options = Options {
-        write_buffer_size_bytes: 1 << 20,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.write_buffer_size_bytes = 1 << 20;
     let db = Db::open(path, options.clone()).unwrap();
     // Synced: a WAL's sync markers make damage to synced bytes corruption; a hole in unsynced
     // bytes would be recovered as a prefix (tests/corruption.rs).
     for index in 0..100 {
-        db.put_with(&WriteOptions { sync: true }, &key(index), b"value")
+        db.put_with(&WriteOptions::with_sync(true), &key(index), b"value")
             .unwrap();
     }
     drop(db);
@@ -348,7 +337,7 @@ fn iterator_walks_both_ways_and_respects_bounds() {
 fn sync_writes_and_stats_are_counted() {
     let fs = MemFs::new();
     let db = Db::open("/db", small_options(&fs)).unwrap();
-    db.put_with(&WriteOptions { sync: true }, b"a", b"1")
+    db.put_with(&WriteOptions::with_sync(true), b"a", b"1")
         .unwrap();
     let stats = db.stats();
     assert_eq!(stats.counter("wal_syncs"), 1);
@@ -433,10 +422,8 @@ fn concurrent_increments_are_counted_once_across_reopen() {
 fn compaction_and_scans_without_fill_cache_leave_the_block_cache_alone() {
     use cairn::ReadOptions;
     let fs = MemFs::new();
-    let options = Options {
-        block_cache_size_bytes: 1 << 20,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.block_cache_size_bytes = 1 << 20;
     let db = Db::open(Path::new("/db"), options).unwrap();
     for index in 0..2000 {
         db.put(&key(index), format!("value-{index}").as_bytes())
@@ -459,7 +446,16 @@ fn compaction_and_scans_without_fill_cache_leave_the_block_cache_alone() {
 
     let scan_count = |fill_cache: bool| {
         let mut cursor = db
-            .iter(&ReadOptions { fill_cache }, None, None, None)
+            .iter(
+                &{
+                    let mut read_options = ReadOptions::default();
+                    read_options.fill_cache = fill_cache;
+                    read_options
+                },
+                None,
+                None,
+                None,
+            )
             .unwrap();
         cursor.seek_to_first();
         let mut count = 0;

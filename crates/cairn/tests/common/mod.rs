@@ -60,17 +60,16 @@ pub fn env_or<T: FromStr>(name: &str, default: T) -> T {
 /// A small LSM shape that flushes, compacts and rolls the MANIFEST over after a few KiB of
 /// writes, so short workloads reach every code path.
 pub fn small_lsm_options(file_system: Arc<dyn FileSystem>) -> Options {
-    Options {
-        file_system,
-        write_buffer_size_bytes: 2048,
-        max_immutable_memtables: 2,
-        block_size_bytes: 256,
-        target_file_size_bytes: 4096,
-        level1_size_bytes_max: 8192,
-        level0_compaction_trigger: 2,
-        manifest_size_bytes_max: 1024,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.file_system = file_system;
+    options.write_buffer_size_bytes = 2048;
+    options.max_immutable_memtables = 2;
+    options.block_size_bytes = 256;
+    options.target_file_size_bytes = 4096;
+    options.level1_size_bytes_max = 8192;
+    options.level0_compaction_trigger = 2;
+    options.manifest_size_bytes_max = 1024;
+    options
 }
 
 /// A fresh directory under the system temporary directory, removed (best effort) on drop.

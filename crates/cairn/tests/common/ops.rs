@@ -438,7 +438,7 @@ fn scan(
 }
 
 fn write_options(sync: bool) -> WriteOptions {
-    WriteOptions { sync }
+    WriteOptions::with_sync(sync)
 }
 
 /// Runs a non-structural `op` on `db`; `Reopen` and `Crash` return `Done` untouched.
