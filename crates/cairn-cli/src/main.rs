@@ -257,10 +257,11 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             let lower = from.as_deref().map_or(Bound::Unbounded, Bound::Included);
             let upper = to.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
             let db = open(&db, false)?;
-            let entries = if reverse {
-                db.range_rev(lower, upper)?
+            let entries = db.range::<[u8], _>((lower, upper))?;
+            let entries: Box<dyn Iterator<Item = _>> = if reverse {
+                Box::new(entries.rev())
             } else {
-                db.range(lower, upper)?
+                Box::new(entries)
             };
             let mut out = BufWriter::new(stdout.lock());
             for entry in entries.take(limit.unwrap_or(usize::MAX)) {

@@ -125,12 +125,12 @@ impl Store for DbStore {
         limit: usize,
         reverse: bool,
     ) -> cairn::Result<Pairs> {
-        let iterator = if reverse {
-            self.db.range_rev(lower, upper)?
+        let iterator = self.db.range::<[u8], _>((lower, upper))?;
+        if reverse {
+            iterator.rev().take(limit).collect()
         } else {
-            self.db.range(lower, upper)?
-        };
-        iterator.take(limit).collect()
+            iterator.take(limit).collect()
+        }
     }
 
     fn info(&self) -> Vec<(String, String)> {

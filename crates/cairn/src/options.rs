@@ -32,6 +32,11 @@ pub struct Options {
     pub file_system: Arc<dyn FileSystem>,
     /// Create the database if the directory holds none. Default: `true`.
     pub create_if_missing: bool,
+    /// Open without writing anything: no WAL, no MANIFEST, no CURRENT rewrite, no LOCK (so a
+    /// writer may hold the database meanwhile). The handle reads the state as of its open,
+    /// the WAL tail included; writes fail with `InvalidArgument`. See [`crate::Db::open_read_only`].
+    /// Default: `false`.
+    pub read_only: bool,
     /// Fail if a database already exists. Default: `false`.
     pub error_if_exists: bool,
     /// Size of a write buffer (memtable) at which it is sealed and queued for flush. Each
@@ -98,6 +103,7 @@ impl Default for Options {
         Options {
             file_system: Arc::new(StdFs),
             create_if_missing: true,
+            read_only: false,
             error_if_exists: false,
             write_buffer_size_bytes: 64 * 1024 * 1024,
             max_immutable_memtables: 4,
@@ -233,11 +239,17 @@ pub struct ReadOptions {
     /// Add blocks read by this call to the block cache (turn off for big one-time scans).
     /// Default: `true`.
     pub fill_cache: bool,
+    /// Read as of this snapshot instead of the latest state (it must come from the database
+    /// read). Default: none.
+    pub snapshot: Option<crate::Snapshot>,
 }
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { fill_cache: true }
+        ReadOptions {
+            fill_cache: true,
+            snapshot: None,
+        }
     }
 }
 

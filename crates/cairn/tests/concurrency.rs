@@ -19,7 +19,6 @@ mod common;
 use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,10 +116,7 @@ fn reader_loop(reader: usize, db: &Db, stop: &AtomicBool, published: &[AtomicU64
             let mut previous: Option<Vec<u8>> = None;
             // Keys of the window the scan did not return were absent at its snapshot.
             let mut next_index = start;
-            for entry in db
-                .range(Bound::Included(&lower), Bound::Excluded(&upper))
-                .unwrap()
-            {
+            for entry in db.range(&lower[..]..&upper[..]).unwrap() {
                 let (found_key, bytes) = entry.unwrap();
                 if let Some(previous) = &previous {
                     assert!(previous < &found_key, "scan out of order");

@@ -31,7 +31,6 @@ mod common;
 use cairn::testing::filename::{self, FileKind};
 use cairn::{Db, Error, FileSystem, MemFs, Options, WalRecovery, WriteOptions};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -113,9 +112,7 @@ fn read_all(files: &BTreeMap<PathBuf, Vec<u8>>, keys: &[Vec<u8>]) -> Result<Stat
         fs.set_file_contents(path, contents.clone());
     }
     let db = Db::open(DB, options(&fs))?;
-    let state: State = db
-        .range(Bound::Unbounded, Bound::Unbounded)?
-        .collect::<Result<_, _>>()?;
+    let state: State = db.iter()?.collect::<Result<_, _>>()?;
     for key in keys {
         let got = db.get(key)?;
         if got.as_ref() != state.get(key) {

@@ -34,7 +34,6 @@ use cairn::{Db, Error, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -280,7 +279,7 @@ fn run(fs: &FaultFs, db_path: &Path, steps: &[Step], stop_on_error: bool) -> (Ou
             }
             Step::Compact => db.compact_range(None, None),
             Step::Scan => db
-                .range(Bound::Unbounded, Bound::Unbounded)
+                .iter()
                 .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
                 .map(|_| ()),
             Step::Reopen => {

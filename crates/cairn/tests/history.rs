@@ -441,7 +441,8 @@ impl Worker<'_> {
                 expected.as_deref().map(str::as_bytes),
                 new.as_deref().map(str::as_bytes),
             )
-            .unwrap();
+            .unwrap()
+            .is_written();
         if swapped {
             self.cas_seen.insert(key.clone(), new.clone());
         } else {
@@ -497,8 +498,14 @@ impl Worker<'_> {
         let db = self.db;
         let snapshot = db.snapshot();
         let range = |reverse| {
-            db.range_at(Some(&snapshot), Bound::Unbounded, Bound::Unbounded, reverse)
-                .unwrap()
+            common::range_at(
+                db,
+                Some(&snapshot),
+                Bound::Unbounded,
+                Bound::Unbounded,
+                reverse,
+            )
+            .unwrap()
         };
         let (forward, mut shape_error) = collect_scan(range(false), false, None, None);
         if self.rng.gen_bool(0.5) {
@@ -528,15 +535,14 @@ impl Worker<'_> {
         }
         let reverse = self.rng.gen_bool(0.5);
         let (lower_ref, upper_ref) = (lower.as_deref(), upper.as_deref());
-        let iterator = self
-            .db
-            .range_at(
-                None,
-                bound(lower_ref, true),
-                bound(upper_ref, false),
-                reverse,
-            )
-            .unwrap();
+        let iterator = common::range_at(
+            self.db,
+            None,
+            bound(lower_ref, true),
+            bound(upper_ref, false),
+            reverse,
+        )
+        .unwrap();
         let (entries, shape_error) = collect_scan(iterator, reverse, lower_ref, upper_ref);
         Kind::LatestScan {
             lower,
@@ -633,12 +639,7 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
         stats.counter("flushes") > 0,
         "the tiny memtable never flushed"
     );
-    let (final_state, _) = collect_scan(
-        db.range(Bound::Unbounded, Bound::Unbounded).unwrap(),
-        false,
-        None,
-        None,
-    );
+    let (final_state, _) = collect_scan(db.iter().unwrap(), false, None, None);
     let events = std::mem::take(&mut *events.lock().unwrap());
     (events, final_state.into_iter().collect())
 }

@@ -32,7 +32,6 @@ use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Write};
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -156,10 +155,7 @@ fn verify(directory: &Path, acked: &[Option<u64>], started: &Verified, cycle: us
         let lower = format!("w{writer}-").into_bytes();
         let upper = format!("w{writer}-:").into_bytes(); // ':' sorts after the digits
         let mut expected = 0u64;
-        for entry in db
-            .range(Bound::Included(&lower), Bound::Excluded(&upper))
-            .unwrap()
-        {
+        for entry in db.range(&lower[..]..&upper[..]).unwrap() {
             let (key, found) = entry.unwrap_or_else(|error| panic!("cycle {cycle}: {error}"));
             assert_eq!(
                 key,

@@ -25,7 +25,6 @@ mod ops;
 
 use cairn::{Compression, Db, FaultFs, Options};
 use ops::{execute, generate, shrink, Model, Op, Oracle, Snapshots};
-use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -168,10 +167,7 @@ fn run(ops: &[Op], make_options: &dyn Fn(&FaultFs) -> Options) -> Result<(), Str
             runner.oracle.model.len()
         ));
     }
-    let reverse: Result<Vec<_>, _> = db
-        .range_rev(Bound::Unbounded, Bound::Unbounded)
-        .map_err(|e| e.to_string())?
-        .collect();
+    let reverse: Result<Vec<_>, _> = db.iter().map_err(|e| e.to_string())?.rev().collect();
     let reverse = reverse.map_err(|e| e.to_string())?;
     let forward_reversed: Vec<(Vec<u8>, Vec<u8>)> = got.into_iter().rev().collect();
     if reverse != forward_reversed {

@@ -273,7 +273,7 @@ fn snapshot_survives_flush_and_compaction() {
         assert_eq!(db.get(&key(index)).unwrap(), expected);
     }
     let at_snapshot: Vec<_> = db
-        .range_at(Some(&snapshot), Bound::Unbounded, Bound::Unbounded, false)
+        .range_at::<[u8], _>(&snapshot, ..)
         .unwrap()
         .map(Result::unwrap)
         .collect();
@@ -297,7 +297,7 @@ fn iterator_walks_both_ways_and_respects_bounds() {
     let lower = key(50);
     let upper = key(150);
     let mut cursor = db
-        .iter(&Default::default(), None, Some(&lower), Some(&upper))
+        .cursor(&Default::default(), Some(&lower), Some(&upper))
         .unwrap();
     cursor.seek_to_first();
     let mut forward = Vec::new();
@@ -326,7 +326,7 @@ fn iterator_walks_both_ways_and_respects_bounds() {
     assert_eq!(cursor.key(), key(98).as_slice());
     // Excluded and included bounds through `range`.
     let keys: Vec<_> = db
-        .range(Bound::Excluded(&key(1)), Bound::Included(&key(5)))
+        .range::<[u8], _>((Bound::Excluded(&key(1)[..]), Bound::Included(&key(5)[..])))
         .unwrap()
         .map(|entry| entry.unwrap().0)
         .collect();
@@ -363,18 +363,26 @@ fn read_modify_write_operations() {
         db.increment(b"big", 1),
         Err(Error::InvalidArgument(_))
     ));
-    assert!(db.put_if_absent(b"once", b"1").unwrap());
-    assert!(!db.put_if_absent(b"once", b"2").unwrap());
+    assert!(db.put_if_absent(b"once", b"1").unwrap().is_written());
+    assert!(!db.put_if_absent(b"once", b"2").unwrap().is_written());
     assert_eq!(db.get(b"once").unwrap(), Some(b"1".to_vec()));
     assert!(!db
         .compare_and_swap(b"once", Some(b"9"), Some(b"3"))
-        .unwrap());
+        .unwrap()
+        .is_written());
     assert!(db
         .compare_and_swap(b"once", Some(b"1"), Some(b"3"))
-        .unwrap());
-    assert!(db.compare_and_swap(b"once", Some(b"3"), None).unwrap());
+        .unwrap()
+        .is_written());
+    assert!(db
+        .compare_and_swap(b"once", Some(b"3"), None)
+        .unwrap()
+        .is_written());
     assert_eq!(db.get(b"once").unwrap(), None);
-    assert!(db.compare_and_swap(b"once", None, Some(b"4")).unwrap());
+    assert!(db
+        .compare_and_swap(b"once", None, Some(b"4"))
+        .unwrap()
+        .is_written());
     assert_eq!(db.update(b"once", |_| None).unwrap(), None);
     assert_eq!(db.get(b"once").unwrap(), None);
     // Counters survive a flush, a compaction and a reopen (void records replay cleanly).
@@ -445,18 +453,9 @@ fn compaction_and_scans_without_fill_cache_leave_the_block_cache_alone() {
     );
 
     let scan_count = |fill_cache: bool| {
-        let mut cursor = db
-            .iter(
-                &{
-                    let mut read_options = ReadOptions::default();
-                    read_options.fill_cache = fill_cache;
-                    read_options
-                },
-                None,
-                None,
-                None,
-            )
-            .unwrap();
+        let mut read_options = ReadOptions::default();
+        read_options.fill_cache = fill_cache;
+        let mut cursor = db.cursor(&read_options, None, None).unwrap();
         cursor.seek_to_first();
         let mut count = 0;
         while cursor.valid() {

@@ -129,9 +129,7 @@ impl Engine for CairnEngine {
         count: usize,
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
-        let mut cursor = self
-            .db
-            .iter(&ReadOptions::default(), None, Some(start), None)?;
+        let mut cursor = self.db.cursor(&ReadOptions::default(), Some(start), None)?;
         cursor.seek(start);
         let mut seen = 0;
         while seen < count && cursor.valid() {
