@@ -200,6 +200,8 @@ impl From<io::Error> for Failure {
 }
 
 fn main() -> ExitCode {
+    // The library reports recovery warnings through `log`; RUST_LOG overrides the level.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,

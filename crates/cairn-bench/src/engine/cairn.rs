@@ -2,7 +2,7 @@
 
 use super::{Engine, EngineConfig};
 use crate::error::Result;
-use cairn::{Compression, Db, Options, ReadOptions, WriteOptions};
+use cairn::{Db, Options, ReadOptions, WriteOptions};
 use std::path::Path;
 
 /// A cairn database.
@@ -23,9 +23,9 @@ fn options(config: &EngineConfig) -> Options {
     options.block_size_bytes = config.block_size;
     options.bloom_bits_per_key = config.bloom_bits;
     options.block_cache_size_bytes = config.block_cache_size;
-    // Compression is off for every engine: the comparison is about the engines'
-    // structure, not codecs.
-    options.compression = Compression::None;
+    // Off unless `--compression_type` asks: the engine comparison is about structure, not
+    // codecs (the other engines run uncompressed).
+    options.compression = config.compression;
     options.target_file_size_bytes = config.target_file_size;
     options.level0_compaction_trigger = l0_trigger;
     options.level0_slowdown_trigger = l0_slowdown;
