@@ -27,11 +27,30 @@ pub struct ValuePool {
 
 impl ValuePool {
     /// One MiB (or more, for large values) of seeded random bytes.
+    #[cfg(test)]
     pub fn new(seed: u64, value_size: usize) -> Self {
+        Self::with_ratio(seed, value_size, 1.0)
+    }
+
+    /// Like [`ValuePool::new`], with bytes that compress to about `ratio` of their size, as
+    /// db_bench's `--compression_ratio` makes them: each 100-byte piece is `100 * ratio`
+    /// random bytes repeated.
+    pub fn with_ratio(seed: u64, value_size: usize, ratio: f64) -> Self {
+        const PIECE: usize = 100;
         let length = (1 << 20).max(value_size * 2);
         let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_da7a);
         let mut data = vec![0u8; length];
         rng.fill(&mut data[..]);
+        // The fraction is a small positive number of bytes, well inside usize.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let random = ((PIECE as f64 * ratio).ceil() as usize).clamp(1, PIECE);
+        if random < PIECE {
+            for piece in data.chunks_mut(PIECE) {
+                for index in random..piece.len() {
+                    piece[index] = piece[index % random];
+                }
+            }
+        }
         ValuePool {
             data,
             position: 0,
@@ -246,6 +265,20 @@ mod tests {
             .count();
         // 90 % directly plus 10 % of the uniform tenth.
         assert!((9_000..9_300).contains(&hot), "hot {hot}");
+    }
+
+    #[test]
+    fn values_of_a_compression_ratio_repeat_within_each_piece() {
+        let mut pool = ValuePool::with_ratio(3, 200, 0.5);
+        let value = pool.next().to_vec();
+        for piece in value.chunks(100) {
+            assert_eq!(piece[..50], piece[50..]);
+        }
+        assert_ne!(
+            value[..50],
+            value[100..150],
+            "pieces differ from each other"
+        );
     }
 
     #[test]

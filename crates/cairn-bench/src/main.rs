@@ -31,6 +31,18 @@ fn parse_bool(text: &str) -> std::result::Result<bool, String> {
     }
 }
 
+/// `--compression_type`: none, lz4 or zstd.
+fn parse_compression(text: &str) -> std::result::Result<::cairn::Compression, String> {
+    match text {
+        "none" => Ok(::cairn::Compression::None),
+        "lz4" => Ok(::cairn::Compression::Lz4),
+        "zstd" => Ok(::cairn::Compression::Zstd),
+        other => Err(format!(
+            "unknown compression type {other:?} (none, lz4, zstd)"
+        )),
+    }
+}
+
 fn parse_threads(text: &str) -> std::result::Result<Vec<usize>, String> {
     let mut threads = Vec::new();
     for part in text
@@ -111,6 +123,13 @@ struct Args {
     /// Run each measured phase this many seconds instead of a count (0: use counts).
     #[arg(long, default_value_t = 0.0)]
     duration: f64,
+    /// cairn's block compression: none, lz4 or zstd (the other engines stay uncompressed).
+    #[arg(long = "compression_type", default_value = "none", value_parser = parse_compression)]
+    compression_type: ::cairn::Compression,
+    /// Values compress to about this fraction of their size (db_bench's flag; its default is
+    /// 0.5). 1.0, the default here, is random bytes that do not compress.
+    #[arg(long = "compression_ratio", default_value_t = 1.0)]
+    compression_ratio: f64,
     /// Entries read after each seek in seekrandom.
     #[arg(long = "seek_nexts", default_value_t = 0)]
     seek_nexts: usize,
@@ -318,11 +337,15 @@ fn run(args: Args) -> Result<()> {
     if args.repetitions == 0 {
         return Err(BenchError::new("--repetitions must be at least 1"));
     }
+    if !(args.compression_ratio > 0.0 && args.compression_ratio <= 1.0) {
+        return Err(BenchError::new("--compression_ratio must be in (0, 1]"));
+    }
     let params = Params {
         num: args.num,
         reads: args.reads.unwrap_or(args.num),
         key_size: args.key_size,
         value_size: args.value_size,
+        compression_ratio: args.compression_ratio,
         seek_nexts: args.seek_nexts,
         duration: args.duration,
         seed: args.seed,
@@ -346,6 +369,7 @@ fn run(args: Args) -> Result<()> {
         level0_triggers: (4, 12, 20),
         max_immutable_memtables: 4,
         memstore_capacity,
+        compression: args.compression_type,
     };
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -581,6 +605,7 @@ mod tests {
             reads: 2000,
             key_size: 16,
             value_size: 64,
+            compression_ratio: 0.5,
             seek_nexts: 2,
             duration,
             seed: 7,
@@ -603,6 +628,7 @@ mod tests {
             level0_triggers: (4, 12, 20),
             max_immutable_memtables: 4,
             memstore_capacity: 64 << 20,
+            compression: ::cairn::Compression::Zstd,
         }
     }
 

@@ -23,6 +23,8 @@ pub struct Params {
     pub key_size: usize,
     /// Value bytes.
     pub value_size: usize,
+    /// Values compress to about this fraction of their size (`--compression_ratio`).
+    pub compression_ratio: f64,
     /// Entries read after each seek in `seekrandom`.
     pub seek_nexts: usize,
     /// If > 0, every measured phase runs this many seconds instead of a count.
@@ -222,7 +224,11 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
     };
     let seed = params.seed ^ plan.salt ^ (seed_index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut values = ValuePool::new(params.seed ^ seed_index as u64, params.value_size);
+    let mut values = ValuePool::with_ratio(
+        params.seed ^ seed_index as u64,
+        params.value_size,
+        params.compression_ratio,
+    );
     let mut key = Vec::with_capacity(params.key_size);
     let mut value = Vec::with_capacity(params.value_size);
     let weight_total: f64 = plan.mix.iter().map(|(_, weight)| weight).sum();

@@ -5,7 +5,6 @@
 
 use crate::cs265::{decode_i32_slice, encode_i32, Store, ENCODED_BYTES};
 use cairn::{Db, WriteBatch, WriteOptions};
-use std::ops::Bound;
 
 /// A [`Db`] seen as a store of `i32 → i32`.
 #[derive(Debug)]
@@ -81,7 +80,7 @@ impl Store for DbStore<'_> {
         let (lower, upper) = (encode_i32(lower), encode_i32(upper));
         let entries = self
             .db
-            .range(Bound::Included(&lower[..]), Bound::Excluded(&upper[..]))
+            .range(&lower[..]..&upper[..])
             .map_err(|error| error.to_string())?;
         for entry in entries {
             let (key, value) = entry.map_err(|error| error.to_string())?;

@@ -200,6 +200,8 @@ impl From<io::Error> for Failure {
 }
 
 fn main() -> ExitCode {
+    // The library reports recovery warnings through `log`; RUST_LOG overrides the level.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,
@@ -212,10 +214,8 @@ fn main() -> ExitCode {
 }
 
 fn open(db: &DbArg, create_if_missing: bool) -> Result<Db, Failure> {
-    let options = Options {
-        create_if_missing,
-        ..Options::default()
-    };
+    let mut options = Options::default();
+    options.create_if_missing = create_if_missing;
     Ok(Db::open(&db.db, options)?)
 }
 
@@ -259,10 +259,11 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             let lower = from.as_deref().map_or(Bound::Unbounded, Bound::Included);
             let upper = to.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
             let db = open(&db, false)?;
-            let entries = if reverse {
-                db.range_rev(lower, upper)?
+            let entries = db.range::<[u8], _>((lower, upper))?;
+            let entries: Box<dyn Iterator<Item = _>> = if reverse {
+                Box::new(entries.rev())
             } else {
-                db.range(lower, upper)?
+                Box::new(entries)
             };
             let mut out = BufWriter::new(stdout.lock());
             for entry in entries.take(limit.unwrap_or(usize::MAX)) {
@@ -285,11 +286,9 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 }
 
 fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
-    let mut options = Options {
-        create_if_missing: true,
-        wal_enabled: !args.no_wal,
-        ..Options::default()
-    };
+    let mut options = Options::default();
+    options.create_if_missing = true;
+    options.wal_enabled = !args.no_wal;
     if let Some(megabytes) = args.memtable_mb {
         options.write_buffer_size_bytes = usize::try_from(megabytes)
             .ok()
@@ -316,7 +315,7 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
     };
     let db = Db::open(&args.db.db, options)?;
     let store = if args.sync {
-        db_store::DbStore::with_write_options(&db, WriteOptions { sync: true })
+        db_store::DbStore::with_write_options(&db, WriteOptions::with_sync(true))
     } else {
         db_store::DbStore::new(&db)
     };

@@ -55,6 +55,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Config, String> {
 }
 
 fn main() -> ExitCode {
+    // The library reports recovery warnings through `log`; RUST_LOG overrides the level.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let config = match parse(std::env::args().skip(1)) {
         Ok(config) => config,
         Err(message) => {

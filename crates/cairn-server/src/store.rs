@@ -81,7 +81,7 @@ impl DbStore {
     }
 
     fn options(&self) -> WriteOptions {
-        WriteOptions { sync: self.sync }
+        WriteOptions::with_sync(self.sync)
     }
 
     /// The engine's read-modify-write takes no write options; a synced write after it syncs
@@ -125,12 +125,12 @@ impl Store for DbStore {
         limit: usize,
         reverse: bool,
     ) -> cairn::Result<Pairs> {
-        let iterator = if reverse {
-            self.db.range_rev(lower, upper)?
+        let iterator = self.db.range::<[u8], _>((lower, upper))?;
+        if reverse {
+            iterator.rev().take(limit).collect()
         } else {
-            self.db.range(lower, upper)?
-        };
-        iterator.take(limit).collect()
+            iterator.take(limit).collect()
+        }
     }
 
     fn info(&self) -> Vec<(String, String)> {

@@ -57,11 +57,9 @@ fn run(workload: Workload, seconds: f64, directory: &std::path::Path) -> f64 {
     let dbs: Vec<Arc<Db>> = (0..databases)
         .map(|index| {
             let path = directory.join(format!("db{index}"));
-            let options = Options {
-                wal_enabled: std::env::var_os("CLSM_SCALING_NO_WAL").is_none(),
-                wal_memory_mapped: std::env::var_os("CLSM_SCALING_WAL_WRITE").is_none(),
-                ..Options::default()
-            };
+            let mut options = Options::default();
+            options.wal_enabled = std::env::var_os("CLSM_SCALING_NO_WAL").is_none();
+            options.wal_memory_mapped = std::env::var_os("CLSM_SCALING_WAL_WRITE").is_none();
             Arc::new(Db::open(path, options).unwrap())
         })
         .collect();

@@ -110,7 +110,17 @@ impl WriteBatch {
     }
 
     /// Adds a put.
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// let mut batch = cairn::WriteBatch::new();
+    /// batch.put("apple", "red").put("pear", "green").delete("plum");
+    /// db.write(&cairn::WriteOptions::default(), batch)?;
+    /// assert_eq!(db.get("pear")?.as_deref(), Some(&b"green"[..]));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        let (key, value) = (key.as_ref(), value.as_ref());
         self.representation.push(ValueKind::Put as u8);
         put_length_prefixed(&mut self.representation, key);
         put_length_prefixed(&mut self.representation, value);
@@ -118,8 +128,9 @@ impl WriteBatch {
         self
     }
 
-    /// Adds a delete.
-    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+    /// Adds a delete (a tombstone; deleting an absent key is allowed).
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        let key = key.as_ref();
         self.representation.push(ValueKind::Delete as u8);
         put_length_prefixed(&mut self.representation, key);
         self.count += 1;

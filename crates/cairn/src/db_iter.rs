@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, SEQUENCE_MAX};
 use std::any::Any;
+use std::ops::Bound;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -328,23 +329,116 @@ impl DbIterator {
     }
 }
 
-/// A Rust iterator over `(key, value)` pairs of a range, forward or reverse.
+/// The successor of every key starting with `prefix`: the exclusive upper bound of a prefix
+/// scan (`None` when every byte is 0xff: nothing follows, the scan is unbounded above).
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&byte| byte != 0xff)?;
+    let mut upper = prefix.get(..=last)?.to_vec();
+    if let Some(byte) = upper.last_mut() {
+        *byte += 1;
+    }
+    Some(upper)
+}
+
+/// Which end of a [`RangeIter`] its cursor last served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Neither,
+    Front,
+    Back,
+}
+
+/// A double-ended Rust iterator over the `(key, value)` pairs of a range, in key order, at
+/// the one sequence number its cursor reads.
+///
+/// One cursor serves both ends. While it serves one end it sits on that end's last key; on a
+/// switch the key of the end it leaves is saved, so the other end can re-seek to its own
+/// saved key, and each end stops at the other's saved key (they never yield a key twice).
+///
+/// ```
+/// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// for key in ["a", "b", "c"] {
+///     db.put(key, "")?;
+/// }
+/// let mut pairs = db.iter()?;
+/// assert_eq!(pairs.next().transpose()?.map(|(key, _)| key), Some(b"a".to_vec()));
+/// assert_eq!(pairs.next_back().transpose()?.map(|(key, _)| key), Some(b"c".to_vec()));
+/// assert_eq!(pairs.next().transpose()?.map(|(key, _)| key), Some(b"b".to_vec()));
+/// assert!(pairs.next_back().is_none());
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct RangeIter {
     cursor: DbIterator,
-    reverse: bool,
-    started: bool,
+    /// The end the cursor sits on (at that end's last key).
+    at: End,
+    /// The last key the front yielded, saved when the cursor left the front.
+    front: Option<Vec<u8>>,
+    /// The last key the back yielded, saved when the cursor left the back.
+    back: Option<Vec<u8>>,
     finished: bool,
 }
 
 impl RangeIter {
-    pub(crate) fn new(cursor: DbIterator, reverse: bool) -> Self {
+    pub(crate) fn new(cursor: DbIterator) -> Self {
         RangeIter {
             cursor,
-            reverse,
-            started: false,
+            at: End::Neither,
+            front: None,
+            back: None,
             finished: false,
         }
+    }
+
+    /// Maps any pair of range bounds onto the cursor's inclusive lower and exclusive upper
+    /// bound, by appending a zero byte (the next key in byte order) where needed.
+    pub(crate) fn cursor_bounds(
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        let lower = match lower {
+            Bound::Included(key) => Some(key.to_vec()),
+            Bound::Excluded(key) => Some([key, &[0u8]].concat()),
+            Bound::Unbounded => None,
+        };
+        let upper = match upper {
+            Bound::Included(key) => Some([key, &[0u8]].concat()),
+            Bound::Excluded(key) => Some(key.to_vec()),
+            Bound::Unbounded => None,
+        };
+        (lower, upper)
+    }
+
+    /// Saves the key of the end the cursor is leaving (it sits on it).
+    fn leave(&mut self, to: End) {
+        if self.at == to || !self.cursor.valid() {
+            return;
+        }
+        let key = Some(self.cursor.key().to_vec());
+        match self.at {
+            End::Front => self.front = key,
+            End::Back => self.back = key,
+            End::Neither => {}
+        }
+    }
+
+    /// The pair under the cursor for end `end`, unless it reaches the other end's key.
+    fn take(&mut self, end: End) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        self.at = end;
+        if self.cursor.valid() {
+            let key = self.cursor.key();
+            let crossed = match end {
+                End::Front => self.back.as_deref().is_some_and(|back| key >= back),
+                _ => self.front.as_deref().is_some_and(|front| key <= front),
+            };
+            if !crossed {
+                return Some(Ok((key.to_vec(), self.cursor.value().to_vec())));
+            }
+            self.finished = true;
+            return None;
+        }
+        self.finished = true;
+        self.cursor.status().err().map(Err)
     }
 }
 
@@ -355,30 +449,39 @@ impl Iterator for RangeIter {
         if self.finished {
             return None;
         }
-        if !self.started {
-            self.started = true;
-            if self.reverse {
-                self.cursor.seek_to_last();
-            } else {
-                self.cursor.seek_to_first();
-            }
-        } else if self.cursor.valid() {
-            if self.reverse {
-                self.cursor.prev();
-            } else {
+        self.leave(End::Front);
+        if self.at == End::Front {
+            self.cursor.next();
+        } else if let Some(front) = self.front.take() {
+            self.cursor.seek(&front);
+            if self.cursor.valid() && self.cursor.key() == front.as_slice() {
                 self.cursor.next();
             }
+        } else {
+            self.cursor.seek_to_first();
         }
-        if self.cursor.valid() {
-            return Some(Ok((
-                self.cursor.key().to_vec(),
-                self.cursor.value().to_vec(),
-            )));
-        }
-        self.finished = true;
-        match self.cursor.status() {
-            Ok(()) => None,
-            Err(error) => Some(Err(error)),
-        }
+        self.take(End::Front)
     }
 }
+
+impl DoubleEndedIterator for RangeIter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        self.leave(End::Back);
+        if self.at == End::Back {
+            self.cursor.prev();
+        } else if let Some(back) = self.back.take() {
+            self.cursor.seek_for_prev(&back);
+            if self.cursor.valid() && self.cursor.key() == back.as_slice() {
+                self.cursor.prev();
+            }
+        } else {
+            self.cursor.seek_to_last();
+        }
+        self.take(End::Back)
+    }
+}
+
+impl std::iter::FusedIterator for RangeIter {}

@@ -95,7 +95,7 @@ pub(crate) mod wal_writer;
 
 pub use batch::{WriteBatch, BATCH_BYTES_MAX, BATCH_ENTRIES_MAX};
 pub use compaction::{CompactionFilter, FilterDecision};
-pub use db::{Db, Update};
+pub use db::{Db, Update, WriteOutcome};
 pub use db_iter::{DbIterator, RangeIter};
 pub use snapshot::Snapshot;
 pub use stats::Stats;

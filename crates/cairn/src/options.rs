@@ -11,60 +11,84 @@ pub use crate::sstable::Compression;
 pub use crate::wal::WalRecovery;
 
 /// Options fixed when a database is opened.
+///
+/// Every field is public and documents its default; the struct is `#[non_exhaustive]` so new
+/// options are not breaking changes. Start from [`Options::default`] (or
+/// [`Options::in_memory`]) and assign the fields to change:
+///
+/// ```
+/// let mut options = cairn::Options::default();
+/// options.write_buffer_size_bytes = 4 << 20;
+/// options.compression = cairn::Compression::Lz4;
+/// options.validate()?;
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 // Independent on/off switches (WAL, sync, checksums, ...), not a state machine in disguise.
 #[allow(clippy::struct_excessive_bools)]
 pub struct Options {
-    /// The file system all files go through.
+    /// The file system all files go through. Default: [`StdFs`], the operating system's.
     pub file_system: Arc<dyn FileSystem>,
-    /// Create the database if the directory holds none.
+    /// Create the database if the directory holds none. Default: `true`.
     pub create_if_missing: bool,
-    /// Fail if a database already exists.
+    /// Open without writing anything: no WAL, no MANIFEST, no CURRENT rewrite, no LOCK (so a
+    /// writer may hold the database meanwhile). The handle reads the state as of its open,
+    /// the WAL tail included; writes fail with `InvalidArgument`. See [`crate::Db::open_read_only`].
+    /// Default: `false`.
+    pub read_only: bool,
+    /// Fail if a database already exists. Default: `false`.
     pub error_if_exists: bool,
     /// Size of a write buffer (memtable) at which it is sealed and queued for flush. Each
     /// memtable also has a key index of 1/8 of this (128 MiB at most), which the system
-    /// supplies as it is touched.
+    /// supplies as it is touched. Default: 64 MiB.
     pub write_buffer_size_bytes: usize,
-    /// Sealed memtables that may wait for flush before writers stall.
+    /// Sealed memtables that may wait for flush before writers stall. Default: 4.
     pub max_immutable_memtables: usize,
     /// Write-ahead logging; off means writes since the last flush are lost on a crash.
+    /// Default: `true`.
     pub wal_enabled: bool,
     /// Write the WAL through a shared memory mapping where the file system supports it
     /// (`FileSystem::create_log`): an append is a copy into the page cache instead of a
     /// `write(2)`, with the same durability (survives a process crash; `sync` for power loss).
+    /// Default: `true`.
     pub wal_memory_mapped: bool,
     /// What recovery does with a WAL whose unsynced tail has a hole (see [`WalRecovery`]).
+    /// Default: [`WalRecovery::PointInTime`].
     pub wal_recovery: WalRecovery,
-    /// Target size of an `SSTable` data block before compression.
+    /// Target size of an `SSTable` data block before compression. Default: 4 KiB.
     pub block_size_bytes: usize,
-    /// Entries between restart points in a data block.
+    /// Entries between restart points in a data block. Default: 16.
     pub block_restart_interval: usize,
-    /// Bloom filter bits per key (0 disables filters).
+    /// Bloom filter bits per key (0 disables filters). Default: 10.
     pub bloom_bits_per_key: usize,
-    /// Capacity of the shared block cache.
+    /// Capacity of the shared block cache. Default: 64 MiB.
     pub block_cache_size_bytes: usize,
-    /// Block compression.
+    /// Block compression of new tables (existing tables keep theirs). Default:
+    /// [`Compression::None`].
     pub compression: Compression,
-    /// Target size of an `SSTable` written by compaction.
+    /// Target size of an `SSTable` written by compaction. Default: 64 MiB.
     pub target_file_size_bytes: u64,
-    /// Number of levels (level 0 plus deeper levels).
+    /// Number of levels (level 0 plus deeper levels). Default: 7.
     pub level_count: usize,
-    /// Level-0 file count that triggers a compaction.
+    /// Level-0 file count that triggers a compaction. Default: 4.
     pub level0_compaction_trigger: usize,
-    /// Level-0 file count at which each write is delayed a little.
+    /// Level-0 file count at which each write is delayed a little. Default: 12.
     pub level0_slowdown_trigger: usize,
-    /// Level-0 file count at which writes wait for compaction.
+    /// Level-0 file count at which writes wait for compaction. Default: 20.
     pub level0_stop_trigger: usize,
-    /// Maximum total bytes of level 1.
+    /// Maximum total bytes of level 1. Default: 256 MiB.
     pub level1_size_bytes_max: u64,
-    /// Growth factor between consecutive levels (the size ratio / fanout T).
+    /// Growth factor between consecutive levels (the size ratio / fanout T). Default: 10.
     pub level_size_ratio: u64,
-    /// MANIFEST size after which a fresh one is written.
+    /// MANIFEST size after which a fresh one is written. Default: 64 MiB.
     pub manifest_size_bytes_max: u64,
     /// Verify block checksums on every read (always done for compaction inputs).
+    /// Default: `true`.
     pub verify_checksums: bool,
     /// A hook asked, when compaction rewrites a key, whether to keep, remove or change its
-    /// newest value (for instance to expire keys); see `compaction::CompactionFilter`.
+    /// newest value (for instance to expire keys); see [`crate::CompactionFilter`].
+    /// Default: none.
     pub compaction_filter: Option<Arc<dyn crate::compaction::CompactionFilter>>,
     /// Test-only: the largest WAL record payload, [`crate::wal::RECORD_PAYLOAD_BYTES_MAX`]
     /// unless lowered. Writers refuse larger batches and recovery reads with the same limit,
@@ -79,6 +103,7 @@ impl Default for Options {
         Options {
             file_system: Arc::new(StdFs),
             create_if_missing: true,
+            read_only: false,
             error_if_exists: false,
             write_buffer_size_bytes: 64 * 1024 * 1024,
             max_immutable_memtables: 4,
@@ -115,7 +140,14 @@ impl Options {
         return crate::wal::RECORD_PAYLOAD_BYTES_MAX;
     }
 
-    /// Options that run everything in memory (for tests and examples).
+    /// Options that run everything in memory (for tests and examples): the defaults with a
+    /// fresh [`crate::MemFs`] as the file system.
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put(b"k", b"v")?;
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn in_memory() -> Self {
         Options {
             file_system: Arc::new(crate::fs::MemFs::new()),
@@ -123,7 +155,13 @@ impl Options {
         }
     }
 
-    /// Rejects option combinations that cannot work.
+    /// Rejects option combinations that cannot work, with a message naming the option.
+    ///
+    /// ```
+    /// let mut options = cairn::Options::default();
+    /// options.level_count = 1;
+    /// assert!(options.validate().is_err());
+    /// ```
     pub fn validate(&self) -> Result<()> {
         let check = |ok: bool, message: &str| {
             if ok {
@@ -188,21 +226,53 @@ impl Options {
 }
 
 /// Options for one read.
+///
+/// `#[non_exhaustive]`: start from [`ReadOptions::default`] and assign fields.
+///
+/// ```
+/// let mut read_options = cairn::ReadOptions::default();
+/// read_options.fill_cache = false;
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadOptions {
     /// Add blocks read by this call to the block cache (turn off for big one-time scans).
+    /// Default: `true`.
     pub fill_cache: bool,
+    /// Read as of this snapshot instead of the latest state (it must come from the database
+    /// read). Default: none.
+    pub snapshot: Option<crate::Snapshot>,
 }
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { fill_cache: true }
+        ReadOptions {
+            fill_cache: true,
+            snapshot: None,
+        }
     }
 }
 
 /// Options for one write.
+///
+/// `#[non_exhaustive]`: start from [`WriteOptions::default`] or [`WriteOptions::with_sync`].
+///
+/// ```
+/// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// db.put_with(&cairn::WriteOptions::with_sync(true), b"k", b"v")?;
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct WriteOptions {
     /// Acknowledge only after the WAL record is durable (fdatasync); survives power loss.
+    /// Default: `false` (survives a process crash, not a power loss).
     pub sync: bool,
+}
+
+impl WriteOptions {
+    /// The defaults with `sync` set as given (usable in a `const`).
+    pub const fn with_sync(sync: bool) -> Self {
+        WriteOptions { sync }
+    }
 }

@@ -181,7 +181,19 @@ impl Drop for SnapshotInner {
     }
 }
 
-/// A consistent read-only view of the database; cheap to clone, released on drop.
+/// A consistent read-only view of the database; cheap to clone, released on drop. It is tied
+/// to the database it came from: passing it to another one fails with `InvalidArgument`.
+///
+/// ```
+/// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// db.put("k", "1")?;
+/// let snapshot = db.snapshot();
+/// db.put("k", "2")?;
+/// assert_eq!(db.get_at(&snapshot, "k")?, Some(b"1".to_vec()));
+/// let other = cairn::Db::open("/other", cairn::Options::in_memory())?;
+/// assert!(other.get_at(&snapshot, "k").is_err());
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     inner: Arc<SnapshotInner>,
@@ -189,8 +201,21 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The snapshot's sequence number.
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// let before = db.snapshot();
+    /// db.put("k", "v")?;
+    /// assert!(db.snapshot().sequence() > before.sequence());
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn sequence(&self) -> SequenceNumber {
         self.inner.sequence
+    }
+
+    /// True if this snapshot was registered in `list` (taken from the database owning it).
+    pub(crate) fn belongs_to(&self, list: &Arc<SnapshotList>) -> bool {
+        Arc::ptr_eq(&self.inner.list, list)
     }
 }
 

@@ -27,11 +27,9 @@ impl CompactionFilter for Expiry {
 }
 
 fn open(filter: Arc<Expiry>) -> Db {
-    let options = Options {
-        compaction_filter: Some(filter),
-        level_count: 4,
-        ..Options::in_memory()
-    };
+    let mut options = Options::in_memory();
+    options.compaction_filter = Some(filter);
+    options.level_count = 4;
     Db::open("/db", options).unwrap()
 }
 

@@ -19,7 +19,6 @@ mod common;
 use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,10 +116,7 @@ fn reader_loop(reader: usize, db: &Db, stop: &AtomicBool, published: &[AtomicU64
             let mut previous: Option<Vec<u8>> = None;
             // Keys of the window the scan did not return were absent at its snapshot.
             let mut next_index = start;
-            for entry in db
-                .range(Bound::Included(&lower), Bound::Excluded(&upper))
-                .unwrap()
-            {
+            for entry in db.range(&lower[..]..&upper[..]).unwrap() {
                 let (found_key, bytes) = entry.unwrap();
                 if let Some(previous) = &previous {
                     assert!(previous < &found_key, "scan out of order");
@@ -151,12 +147,13 @@ fn two_writers_two_readers_small_memtable() {
     let seconds: u64 = common::env_or("CAIRN_CONCURRENCY_SECONDS", 10);
     let directory = std::env::temp_dir().join(format!("cairn-concurrency-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&directory);
-    let options = || Options {
-        write_buffer_size_bytes: 64 * 1024,
-        target_file_size_bytes: 128 * 1024,
-        level1_size_bytes_max: 512 * 1024,
-        level0_compaction_trigger: 2,
-        ..Options::default()
+    let options = || {
+        let mut options = Options::default();
+        options.write_buffer_size_bytes = 64 * 1024;
+        options.target_file_size_bytes = 128 * 1024;
+        options.level1_size_bytes_max = 512 * 1024;
+        options.level0_compaction_trigger = 2;
+        options
     };
     let db = Arc::new(Db::open(&directory, options()).unwrap());
     let stop = Arc::new(AtomicBool::new(false));

@@ -31,7 +31,6 @@ mod common;
 use cairn::testing::filename::{self, FileKind};
 use cairn::{Db, Error, FileSystem, MemFs, Options, WalRecovery, WriteOptions};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,15 +40,14 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 const DB: &str = "/db";
 
 fn options(fs: &MemFs) -> Options {
-    Options {
-        file_system: Arc::new(fs.clone()),
-        write_buffer_size_bytes: 64 * 1024,
-        block_size_bytes: 512,
-        target_file_size_bytes: 8 * 1024,
-        level0_compaction_trigger: 8,
-        block_cache_size_bytes: 0,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs.clone());
+    options.write_buffer_size_bytes = 64 * 1024;
+    options.block_size_bytes = 512;
+    options.target_file_size_bytes = 8 * 1024;
+    options.level0_compaction_trigger = 8;
+    options.block_cache_size_bytes = 0;
+    options
 }
 
 fn key(index: u32) -> Vec<u8> {
@@ -68,7 +66,7 @@ fn build() -> (BTreeMap<PathBuf, Vec<u8>>, State, State) {
         );
         // Synced: the WAL-only writes leave a sync marker after each record but the last.
         db.put_with(
-            &WriteOptions { sync: round == 2 },
+            &WriteOptions::with_sync(round == 2),
             &key(index),
             value.as_bytes(),
         )
@@ -114,9 +112,7 @@ fn read_all(files: &BTreeMap<PathBuf, Vec<u8>>, keys: &[Vec<u8>]) -> Result<Stat
         fs.set_file_contents(path, contents.clone());
     }
     let db = Db::open(DB, options(&fs))?;
-    let state: State = db
-        .range(Bound::Unbounded, Bound::Unbounded)?
-        .collect::<Result<_, _>>()?;
+    let state: State = db.iter()?.collect::<Result<_, _>>()?;
     for key in keys {
         let got = db.get(key)?;
         if got.as_ref() != state.get(key) {
@@ -314,7 +310,7 @@ fn unsynced_wal(count: u32) -> (BTreeMap<PathBuf, Vec<u8>>, Vec<Vec<u8>>, PathBu
     let mut keys = Vec::new();
     for index in 0..=count {
         let sync = index == 0;
-        db.put_with(&WriteOptions { sync }, &key(index), &[b'v'; 300])
+        db.put_with(&WriteOptions::with_sync(sync), &key(index), &[b'v'; 300])
             .unwrap();
         keys.push(key(index));
     }
@@ -339,13 +335,11 @@ fn open_with(files: &BTreeMap<PathBuf, Vec<u8>>, recovery: WalRecovery) -> Resul
     for (path, contents) in files {
         fs.set_file_contents(path, contents.clone());
     }
-    Db::open(
-        DB,
-        Options {
-            wal_recovery: recovery,
-            ..options(&fs)
-        },
-    )
+    Db::open(DB, {
+        let mut options = options(&fs);
+        options.wal_recovery = recovery;
+        options
+    })
 }
 
 /// A hole in the unsynced part of a WAL (what a power loss leaves when pages reach the disk

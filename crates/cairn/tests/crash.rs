@@ -34,7 +34,6 @@ use cairn::{Db, Error, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -118,11 +117,10 @@ fn apply(state: &mut State, write: &Write) {
 }
 
 fn options(fs: &FaultFs) -> Options {
-    Options {
-        block_cache_size_bytes: 16 * 1024,
-        level_size_ratio: 4,
-        ..common::small_lsm_options(Arc::new(fs.clone()))
-    }
+    let mut options = common::small_lsm_options(Arc::new(fs.clone()));
+    options.block_cache_size_bytes = 16 * 1024;
+    options.level_size_ratio = 4;
+    options
 }
 
 /// The database path on the in-memory file system.
@@ -261,7 +259,7 @@ fn run(fs: &FaultFs, db_path: &Path, steps: &[Step], stop_on_error: bool) -> (Ou
                         None => batch.delete(key),
                     };
                 }
-                let result = db.write(&WriteOptions { sync: *sync }, batch);
+                let result = db.write(&WriteOptions::with_sync(*sync), batch);
                 outcome.results.push(match &result {
                     Ok(()) => WriteResult::Acked,
                     Err(Error::WritesStopped { .. }) => WriteResult::Refused,
@@ -281,7 +279,7 @@ fn run(fs: &FaultFs, db_path: &Path, steps: &[Step], stop_on_error: bool) -> (Ou
             }
             Step::Compact => db.compact_range(None, None),
             Step::Scan => db
-                .range(Bound::Unbounded, Bound::Unbounded)
+                .iter()
                 .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
                 .map(|_| ()),
             Step::Reopen => {
@@ -367,7 +365,7 @@ fn verify_recovery(
     };
     check_gets(&db, &recovered)?;
     // The recovered database must accept writes and survive another restart.
-    db.put_with(&WriteOptions { sync: true }, b"after-recovery", b"1")
+    db.put_with(&WriteOptions::with_sync(true), b"after-recovery", b"1")
         .map_err(|error| format!("write after recovery: {error}"))?;
     drop(db);
     let db = Db::open(db_path, options(fs)).map_err(|error| format!("second reopen: {error}"))?;
@@ -590,7 +588,7 @@ fn check_live_and_probe(
     let stopped_by_sync = fault
         .as_ref()
         .is_some_and(|fault| fault.is_sync && fault.operation_index >= outcome.opened_at_operation);
-    let probe = db.put_with(&WriteOptions { sync: true }, b"probe", b"p");
+    let probe = db.put_with(&WriteOptions::with_sync(true), b"probe", b"p");
     match (&probe, stopped_by_sync) {
         (Err(Error::WritesStopped { .. }), _) => {}
         (Err(error), true) => report(format!("probe after a failed sync: {error}")),
@@ -756,14 +754,12 @@ fn power_loss_with_holes_in_the_unsynced_wal_tail() {
     let fs = FaultFs::new();
     fs.set_crash_holes(true);
     let db_path = Path::new(MEM_DB);
-    let db = Db::open(
-        db_path,
-        Options {
-            file_system: Arc::new(fs.clone()),
-            write_buffer_size_bytes: 1 << 20,
-            ..Options::default()
-        },
-    )
+    let db = Db::open(db_path, {
+        let mut options = Options::default();
+        options.file_system = Arc::new(fs.clone());
+        options.write_buffer_size_bytes = 1 << 20;
+        options
+    })
     .unwrap();
     let mut writes: Vec<Write> = Vec::new();
     let mut floor = 0;
@@ -777,7 +773,7 @@ fn power_loss_with_holes_in_the_unsynced_wal_tail() {
         if let (key, Some(value)) = &write[0] {
             batch.put(key, value);
         }
-        db.write(&WriteOptions { sync }, batch).unwrap();
+        db.write(&WriteOptions::with_sync(sync), batch).unwrap();
         writes.push(write);
         if sync {
             floor = writes.len();

@@ -20,11 +20,10 @@ use std::process::Command;
 const FILE_SIZE_LIMIT_BYTES: u64 = 6 << 20;
 
 fn options() -> Options {
-    Options {
-        // Large enough that no flush happens: the WAL is the only file that grows.
-        write_buffer_size_bytes: 256 << 20,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    // Large enough that no flush happens: the WAL is the only file that grows.
+    options.write_buffer_size_bytes = 256 << 20;
+    options
 }
 
 fn key(counter: u64) -> Vec<u8> {

@@ -306,9 +306,7 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     fn write_options(&mut self, sync_percent: u32) -> WriteOptions {
-        WriteOptions {
-            sync: self.rng.gen_ratio(sync_percent, 100),
-        }
+        WriteOptions::with_sync(self.rng.gen_ratio(sync_percent, 100))
     }
 
     fn write(&mut self, batch: WriteBatch, options: &WriteOptions) -> SequenceNumber {
@@ -443,7 +441,8 @@ impl Worker<'_> {
                 expected.as_deref().map(str::as_bytes),
                 new.as_deref().map(str::as_bytes),
             )
-            .unwrap();
+            .unwrap()
+            .is_written();
         if swapped {
             self.cas_seen.insert(key.clone(), new.clone());
         } else {
@@ -499,8 +498,14 @@ impl Worker<'_> {
         let db = self.db;
         let snapshot = db.snapshot();
         let range = |reverse| {
-            db.range_at(Some(&snapshot), Bound::Unbounded, Bound::Unbounded, reverse)
-                .unwrap()
+            common::range_at(
+                db,
+                Some(&snapshot),
+                Bound::Unbounded,
+                Bound::Unbounded,
+                reverse,
+            )
+            .unwrap()
         };
         let (forward, mut shape_error) = collect_scan(range(false), false, None, None);
         if self.rng.gen_bool(0.5) {
@@ -530,15 +535,14 @@ impl Worker<'_> {
         }
         let reverse = self.rng.gen_bool(0.5);
         let (lower_ref, upper_ref) = (lower.as_deref(), upper.as_deref());
-        let iterator = self
-            .db
-            .range_at(
-                None,
-                bound(lower_ref, true),
-                bound(upper_ref, false),
-                reverse,
-            )
-            .unwrap();
+        let iterator = common::range_at(
+            self.db,
+            None,
+            bound(lower_ref, true),
+            bound(upper_ref, false),
+            reverse,
+        )
+        .unwrap();
         let (entries, shape_error) = collect_scan(iterator, reverse, lower_ref, upper_ref);
         Kind::LatestScan {
             lower,
@@ -577,19 +581,17 @@ impl Worker<'_> {
 
 fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     let fs = MemFs::new();
-    let options = Options {
-        file_system: Arc::new(fs),
-        write_buffer_size_bytes: 4096,
-        max_immutable_memtables: 2,
-        block_size_bytes: 256,
-        target_file_size_bytes: 8192,
-        level1_size_bytes_max: 16 * 1024,
-        level0_compaction_trigger: 2,
-        level0_slowdown_trigger: 6,
-        level0_stop_trigger: 12,
-        level_count: 4,
-        ..Options::default()
-    };
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs);
+    options.write_buffer_size_bytes = 4096;
+    options.max_immutable_memtables = 2;
+    options.block_size_bytes = 256;
+    options.target_file_size_bytes = 8192;
+    options.level1_size_bytes_max = 16 * 1024;
+    options.level0_compaction_trigger = 2;
+    options.level0_slowdown_trigger = 6;
+    options.level0_stop_trigger = 12;
+    options.level_count = 4;
     let db = Db::open("/history", options).unwrap();
     let clock = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
@@ -637,12 +639,7 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
         stats.counter("flushes") > 0,
         "the tiny memtable never flushed"
     );
-    let (final_state, _) = collect_scan(
-        db.range(Bound::Unbounded, Bound::Unbounded).unwrap(),
-        false,
-        None,
-        None,
-    );
+    let (final_state, _) = collect_scan(db.iter().unwrap(), false, None, None);
     let events = std::mem::take(&mut *events.lock().unwrap());
     (events, final_state.into_iter().collect())
 }

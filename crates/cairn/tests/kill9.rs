@@ -32,7 +32,6 @@ use cairn::{Db, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Write};
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,17 +41,16 @@ use std::time::{Duration, Instant};
 const WRITERS: u64 = 2;
 
 fn options() -> Options {
-    Options {
-        write_buffer_size_bytes: 64 * 1024,
-        block_size_bytes: 1024,
-        target_file_size_bytes: 128 * 1024,
-        level1_size_bytes_max: 512 * 1024,
-        level0_compaction_trigger: 2,
-        manifest_size_bytes_max: 16 * 1024,
-        // `CAIRN_KILL9_WAL_WRITE=1` appends the WAL with write(2) instead of a mapping.
-        wal_memory_mapped: std::env::var_os("CAIRN_KILL9_WAL_WRITE").is_none(),
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.write_buffer_size_bytes = 64 * 1024;
+    options.block_size_bytes = 1024;
+    options.target_file_size_bytes = 128 * 1024;
+    options.level1_size_bytes_max = 512 * 1024;
+    options.level0_compaction_trigger = 2;
+    options.manifest_size_bytes_max = 16 * 1024;
+    // `CAIRN_KILL9_WAL_WRITE=1` appends the WAL with write(2) instead of a mapping.
+    options.wal_memory_mapped = std::env::var_os("CAIRN_KILL9_WAL_WRITE").is_none();
+    options
 }
 
 fn data_key(writer: u64, counter: u64) -> Vec<u8> {
@@ -157,10 +155,7 @@ fn verify(directory: &Path, acked: &[Option<u64>], started: &Verified, cycle: us
         let lower = format!("w{writer}-").into_bytes();
         let upper = format!("w{writer}-:").into_bytes(); // ':' sorts after the digits
         let mut expected = 0u64;
-        for entry in db
-            .range(Bound::Included(&lower), Bound::Excluded(&upper))
-            .unwrap()
-        {
+        for entry in db.range(&lower[..]..&upper[..]).unwrap() {
             let (key, found) = entry.unwrap_or_else(|error| panic!("cycle {cycle}: {error}"));
             assert_eq!(
                 key,

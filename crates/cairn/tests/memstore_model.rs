@@ -64,7 +64,7 @@ fn run(seed: u64, operations: usize, compaction_threads: usize) {
                 }
             }
             40..=54 => {
-                let existed = store.delete(&key).unwrap();
+                let existed = store.remove(&key).unwrap();
                 assert_eq!(existed, oracle.remove(&key).is_some(), "{}", context());
             }
             55..=64 => {
@@ -78,7 +78,7 @@ fn run(seed: u64, operations: usize, compaction_threads: usize) {
                     Some(value)
                 });
                 match result {
-                    Ok(()) => {
+                    Ok(stored) => {
                         let mut value = oracle.get(&key).cloned().unwrap_or_default();
                         if value.len() > 5000 {
                             oracle.remove(&key);
@@ -86,6 +86,7 @@ fn run(seed: u64, operations: usize, compaction_threads: usize) {
                             value.push(suffix);
                             oracle.insert(key.clone(), value);
                         }
+                        assert_eq!(stored.as_ref(), oracle.get(&key), "{}", context());
                     }
                     Err(Error::Full { .. }) => {}
                     Err(error) => panic!("{}: update failed: {error}", context()),

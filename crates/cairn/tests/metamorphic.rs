@@ -114,26 +114,25 @@ impl OptionSet {
     }
 
     fn options(&self, file_system: Arc<dyn FileSystem>) -> Options {
-        Options {
-            file_system,
-            wal_memory_mapped: self.wal_memory_mapped,
-            write_buffer_size_bytes: self.write_buffer_size_bytes,
-            max_immutable_memtables: self.max_immutable_memtables,
-            block_size_bytes: self.block_size_bytes,
-            block_restart_interval: self.block_restart_interval,
-            bloom_bits_per_key: self.bloom_bits_per_key,
-            block_cache_size_bytes: self.block_cache_size_bytes,
-            compression: self.compression,
-            target_file_size_bytes: self.target_file_size_bytes,
-            level_count: self.level_count,
-            level0_compaction_trigger: self.level0_triggers.0,
-            level0_slowdown_trigger: self.level0_triggers.1,
-            level0_stop_trigger: self.level0_triggers.2,
-            level1_size_bytes_max: self.level1_size_bytes_max,
-            level_size_ratio: self.level_size_ratio,
-            manifest_size_bytes_max: self.manifest_size_bytes_max,
-            ..Options::default()
-        }
+        let mut options = Options::default();
+        options.file_system = file_system;
+        options.wal_memory_mapped = self.wal_memory_mapped;
+        options.write_buffer_size_bytes = self.write_buffer_size_bytes;
+        options.max_immutable_memtables = self.max_immutable_memtables;
+        options.block_size_bytes = self.block_size_bytes;
+        options.block_restart_interval = self.block_restart_interval;
+        options.bloom_bits_per_key = self.bloom_bits_per_key;
+        options.block_cache_size_bytes = self.block_cache_size_bytes;
+        options.compression = self.compression;
+        options.target_file_size_bytes = self.target_file_size_bytes;
+        options.level_count = self.level_count;
+        options.level0_compaction_trigger = self.level0_triggers.0;
+        options.level0_slowdown_trigger = self.level0_triggers.1;
+        options.level0_stop_trigger = self.level0_triggers.2;
+        options.level1_size_bytes_max = self.level1_size_bytes_max;
+        options.level_size_ratio = self.level_size_ratio;
+        options.manifest_size_bytes_max = self.manifest_size_bytes_max;
+        options
     }
 }
 

@@ -25,7 +25,6 @@ mod ops;
 
 use cairn::{Compression, Db, FaultFs, Options};
 use ops::{execute, generate, shrink, Model, Op, Oracle, Snapshots};
-use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -168,10 +167,7 @@ fn run(ops: &[Op], make_options: &dyn Fn(&FaultFs) -> Options) -> Result<(), Str
             runner.oracle.model.len()
         ));
     }
-    let reverse: Result<Vec<_>, _> = db
-        .range_rev(Bound::Unbounded, Bound::Unbounded)
-        .map_err(|e| e.to_string())?
-        .collect();
+    let reverse: Result<Vec<_>, _> = db.iter().map_err(|e| e.to_string())?.rev().collect();
     let reverse = reverse.map_err(|e| e.to_string())?;
     let forward_reversed: Vec<(Vec<u8>, Vec<u8>)> = got.into_iter().rev().collect();
     if reverse != forward_reversed {
@@ -181,45 +177,42 @@ fn run(ops: &[Op], make_options: &dyn Fn(&FaultFs) -> Options) -> Result<(), Str
 }
 
 fn tiny_options(fs: &FaultFs) -> Options {
-    Options {
-        file_system: Arc::new(fs.clone()),
-        write_buffer_size_bytes: 1024,
-        max_immutable_memtables: 2,
-        block_size_bytes: 64,
-        block_restart_interval: 2,
-        target_file_size_bytes: 2048,
-        level1_size_bytes_max: 4096,
-        level_size_ratio: 2,
-        level0_compaction_trigger: 2,
-        level0_slowdown_trigger: 4,
-        level0_stop_trigger: 8,
-        level_count: 4,
-        manifest_size_bytes_max: 4096,
-        block_cache_size_bytes: 16 * 1024,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs.clone());
+    options.write_buffer_size_bytes = 1024;
+    options.max_immutable_memtables = 2;
+    options.block_size_bytes = 64;
+    options.block_restart_interval = 2;
+    options.target_file_size_bytes = 2048;
+    options.level1_size_bytes_max = 4096;
+    options.level_size_ratio = 2;
+    options.level0_compaction_trigger = 2;
+    options.level0_slowdown_trigger = 4;
+    options.level0_stop_trigger = 8;
+    options.level_count = 4;
+    options.manifest_size_bytes_max = 4096;
+    options.block_cache_size_bytes = 16 * 1024;
+    options
 }
 
 fn default_options(fs: &FaultFs) -> Options {
-    Options {
-        file_system: Arc::new(fs.clone()),
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs.clone());
+    options
 }
 
 fn no_wal_lz4_options(fs: &FaultFs) -> Options {
-    Options {
-        file_system: Arc::new(fs.clone()),
-        wal_enabled: false,
-        compression: Compression::Lz4,
-        bloom_bits_per_key: 0,
-        write_buffer_size_bytes: 8 * 1024,
-        block_size_bytes: 256,
-        target_file_size_bytes: 8 * 1024,
-        level1_size_bytes_max: 32 * 1024,
-        block_cache_size_bytes: 0,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs.clone());
+    options.wal_enabled = false;
+    options.compression = Compression::Lz4;
+    options.bloom_bits_per_key = 0;
+    options.write_buffer_size_bytes = 8 * 1024;
+    options.block_size_bytes = 256;
+    options.target_file_size_bytes = 8 * 1024;
+    options.level1_size_bytes_max = 32 * 1024;
+    options.block_cache_size_bytes = 0;
+    options
 }
 
 fn check_option_set(name: &str, make_options: &dyn Fn(&FaultFs) -> Options) {

@@ -11,15 +11,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 fn small_options(fs: &MemFs) -> Options {
-    Options {
-        file_system: Arc::new(fs.clone()),
-        write_buffer_size_bytes: 4096,
-        block_size_bytes: 256,
-        target_file_size_bytes: 8192,
-        level1_size_bytes_max: 16 * 1024,
-        level0_compaction_trigger: 2,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs.clone());
+    options.write_buffer_size_bytes = 4096;
+    options.block_size_bytes = 256;
+    options.target_file_size_bytes = 8192;
+    options.level1_size_bytes_max = 16 * 1024;
+    options.level0_compaction_trigger = 2;
+    options
 }
 
 fn key(index: u32) -> Vec<u8> {
@@ -111,19 +110,15 @@ fn second_open_fails_with_locked() {
 #[test]
 fn missing_database_and_existing_database_errors() {
     let fs = MemFs::new();
-    let options = Options {
-        create_if_missing: false,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.create_if_missing = false;
     assert!(matches!(
         Db::open("/nothing", options),
         Err(Error::NotFound { .. })
     ));
     drop(Db::open("/db", small_options(&fs)).unwrap());
-    let options = Options {
-        error_if_exists: true,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.error_if_exists = true;
     assert!(matches!(
         Db::open("/db", options),
         Err(Error::AlreadyExists { .. })
@@ -133,10 +128,8 @@ fn missing_database_and_existing_database_errors() {
 #[test]
 fn bad_options_and_oversized_keys_are_rejected() {
     let fs = MemFs::new();
-    let options = Options {
-        level_count: 1,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.level_count = 1;
     assert!(matches!(
         Db::open("/db", options),
         Err(Error::InvalidArgument(_))
@@ -172,10 +165,8 @@ fn wal_files(fs: &MemFs, path: &Path) -> Vec<std::path::PathBuf> {
 fn torn_wal_tail_recovers_a_prefix() {
     let fs = MemFs::new();
     let path = Path::new("/db");
-    let options = Options {
-        write_buffer_size_bytes: 1 << 20,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.write_buffer_size_bytes = 1 << 20;
     let db = Db::open(path, options.clone()).unwrap();
     for index in 0..100 {
         db.put(&key(index), b"value").unwrap();
@@ -197,15 +188,13 @@ fn torn_wal_tail_recovers_a_prefix() {
 fn damaged_wal_middle_is_reported_as_corruption_with_file_and_offset() {
     let fs = MemFs::new();
     let path = Path::new("/db");
-    let options = Options {
-        write_buffer_size_bytes: 1 << 20,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.write_buffer_size_bytes = 1 << 20;
     let db = Db::open(path, options.clone()).unwrap();
     // Synced: a WAL's sync markers make damage to synced bytes corruption; a hole in unsynced
     // bytes would be recovered as a prefix (tests/corruption.rs).
     for index in 0..100 {
-        db.put_with(&WriteOptions { sync: true }, &key(index), b"value")
+        db.put_with(&WriteOptions::with_sync(true), &key(index), b"value")
             .unwrap();
     }
     drop(db);
@@ -284,7 +273,7 @@ fn snapshot_survives_flush_and_compaction() {
         assert_eq!(db.get(&key(index)).unwrap(), expected);
     }
     let at_snapshot: Vec<_> = db
-        .range_at(Some(&snapshot), Bound::Unbounded, Bound::Unbounded, false)
+        .range_at::<[u8], _>(&snapshot, ..)
         .unwrap()
         .map(Result::unwrap)
         .collect();
@@ -308,7 +297,7 @@ fn iterator_walks_both_ways_and_respects_bounds() {
     let lower = key(50);
     let upper = key(150);
     let mut cursor = db
-        .iter(&Default::default(), None, Some(&lower), Some(&upper))
+        .cursor(&Default::default(), Some(&lower), Some(&upper))
         .unwrap();
     cursor.seek_to_first();
     let mut forward = Vec::new();
@@ -337,7 +326,7 @@ fn iterator_walks_both_ways_and_respects_bounds() {
     assert_eq!(cursor.key(), key(98).as_slice());
     // Excluded and included bounds through `range`.
     let keys: Vec<_> = db
-        .range(Bound::Excluded(&key(1)), Bound::Included(&key(5)))
+        .range::<[u8], _>((Bound::Excluded(&key(1)[..]), Bound::Included(&key(5)[..])))
         .unwrap()
         .map(|entry| entry.unwrap().0)
         .collect();
@@ -348,7 +337,7 @@ fn iterator_walks_both_ways_and_respects_bounds() {
 fn sync_writes_and_stats_are_counted() {
     let fs = MemFs::new();
     let db = Db::open("/db", small_options(&fs)).unwrap();
-    db.put_with(&WriteOptions { sync: true }, b"a", b"1")
+    db.put_with(&WriteOptions::with_sync(true), b"a", b"1")
         .unwrap();
     let stats = db.stats();
     assert_eq!(stats.counter("wal_syncs"), 1);
@@ -374,18 +363,26 @@ fn read_modify_write_operations() {
         db.increment(b"big", 1),
         Err(Error::InvalidArgument(_))
     ));
-    assert!(db.put_if_absent(b"once", b"1").unwrap());
-    assert!(!db.put_if_absent(b"once", b"2").unwrap());
+    assert!(db.put_if_absent(b"once", b"1").unwrap().is_written());
+    assert!(!db.put_if_absent(b"once", b"2").unwrap().is_written());
     assert_eq!(db.get(b"once").unwrap(), Some(b"1".to_vec()));
     assert!(!db
         .compare_and_swap(b"once", Some(b"9"), Some(b"3"))
-        .unwrap());
+        .unwrap()
+        .is_written());
     assert!(db
         .compare_and_swap(b"once", Some(b"1"), Some(b"3"))
-        .unwrap());
-    assert!(db.compare_and_swap(b"once", Some(b"3"), None).unwrap());
+        .unwrap()
+        .is_written());
+    assert!(db
+        .compare_and_swap(b"once", Some(b"3"), None)
+        .unwrap()
+        .is_written());
     assert_eq!(db.get(b"once").unwrap(), None);
-    assert!(db.compare_and_swap(b"once", None, Some(b"4")).unwrap());
+    assert!(db
+        .compare_and_swap(b"once", None, Some(b"4"))
+        .unwrap()
+        .is_written());
     assert_eq!(db.update(b"once", |_| None).unwrap(), None);
     assert_eq!(db.get(b"once").unwrap(), None);
     // Counters survive a flush, a compaction and a reopen (void records replay cleanly).
@@ -433,10 +430,8 @@ fn concurrent_increments_are_counted_once_across_reopen() {
 fn compaction_and_scans_without_fill_cache_leave_the_block_cache_alone() {
     use cairn::ReadOptions;
     let fs = MemFs::new();
-    let options = Options {
-        block_cache_size_bytes: 1 << 20,
-        ..small_options(&fs)
-    };
+    let mut options = small_options(&fs);
+    options.block_cache_size_bytes = 1 << 20;
     let db = Db::open(Path::new("/db"), options).unwrap();
     for index in 0..2000 {
         db.put(&key(index), format!("value-{index}").as_bytes())
@@ -458,9 +453,9 @@ fn compaction_and_scans_without_fill_cache_leave_the_block_cache_alone() {
     );
 
     let scan_count = |fill_cache: bool| {
-        let mut cursor = db
-            .iter(&ReadOptions { fill_cache }, None, None, None)
-            .unwrap();
+        let mut read_options = ReadOptions::default();
+        read_options.fill_cache = fill_cache;
+        let mut cursor = db.cursor(&read_options, None, None).unwrap();
         cursor.seek_to_first();
         let mut count = 0;
         while cursor.valid() {

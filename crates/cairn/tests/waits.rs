@@ -63,9 +63,10 @@ fn assert_usable(db: &Db, key: &[u8]) {
 #[test]
 fn a_panic_in_an_update_closure_leaves_the_database_usable() {
     let directory = common::TempDir::new("waits-panic");
-    let options = || Options {
-        write_buffer_size_bytes: 4096,
-        ..Options::default()
+    let options = || {
+        let mut options = Options::default();
+        options.write_buffer_size_bytes = 4096;
+        options
     };
     let db = Db::open(directory.path(), options()).unwrap();
     db.put(b"key", b"v").unwrap();
@@ -116,13 +117,11 @@ fn a_panic_in_an_update_closure_leaves_the_database_usable() {
 fn panics_in_concurrent_updates_do_not_stall_other_threads() {
     let directory = common::TempDir::new("waits-panic-concurrent");
     let db = Arc::new(
-        Db::open(
-            directory.path(),
-            Options {
-                write_buffer_size_bytes: 16 * 1024,
-                ..Options::default()
-            },
-        )
+        Db::open(directory.path(), {
+            let mut options = Options::default();
+            options.write_buffer_size_bytes = 16 * 1024;
+            options
+        })
         .unwrap(),
     );
     let handles: Vec<_> = (0..4u64)
@@ -214,14 +213,12 @@ fn oversubscribed_threads_all_make_progress_every_second() {
     };
     let directory = common::TempDir::new("waits-oversubscribed");
     let db = Arc::new(
-        Db::open(
-            directory.path(),
-            Options {
-                // Small enough that memtable switches and flushes run under the load.
-                write_buffer_size_bytes: 1 << 20,
-                ..Options::default()
-            },
-        )
+        Db::open(directory.path(), {
+            let mut options = Options::default();
+            // Small enough that memtable switches and flushes run under the load.
+            options.write_buffer_size_bytes = 1 << 20;
+            options
+        })
         .unwrap(),
     );
     let stop = Arc::new(AtomicBool::new(false));
@@ -300,12 +297,13 @@ fn wal_files(directory: &std::path::Path) -> Vec<(u64, bool)> {
 #[test]
 fn the_next_wal_is_prepared_ahead_and_recovery_keeps_every_write() {
     let directory = common::TempDir::new("waits-prepared-wal");
-    let options = || Options {
-        write_buffer_size_bytes: 4096,
-        ..Options::default()
+    let options = || {
+        let mut options = Options::default();
+        options.write_buffer_size_bytes = 4096;
+        options
     };
     let db = Db::open(directory.path(), options()).unwrap();
-    let sync = WriteOptions { sync: true };
+    let sync = WriteOptions::with_sync(true);
     for round in 0..300u64 {
         db.put_with(&sync, &common::key(round, 6), &[b'w'; 100])
             .unwrap();

@@ -14,7 +14,7 @@ use cairn::{Db, Error, MemFs, Options, WriteBatch, WriteOptions};
 use std::path::Path;
 use std::sync::Arc;
 
-const SYNC: WriteOptions = WriteOptions { sync: true };
+const SYNC: WriteOptions = WriteOptions::with_sync(true);
 
 /// Writes `before`, then `batch`, then a synced `after`; drops the database without a clean
 /// close (a process crash: the memtable is gone, the WAL stays); reopens and checks that the
@@ -53,11 +53,9 @@ fn put_batch_put_crash_reopen(path: &Path, options: &Options, batch: WriteBatch)
 #[test]
 fn oversized_batch_is_refused_not_acknowledged_and_lost() {
     let limit = 16 * 1024;
-    let options = Options {
-        file_system: Arc::new(MemFs::new()),
-        wal_record_payload_bytes_max: limit,
-        ..Options::default()
-    };
+    let mut options = Options::default();
+    options.file_system = Arc::new(MemFs::new());
+    options.wal_record_payload_bytes_max = limit;
     let mut batch = WriteBatch::new();
     batch.put(b"big-1", &vec![b'x'; limit / 2]);
     batch.put(b"big-2", &vec![b'y'; limit / 2]);
@@ -66,10 +64,8 @@ fn oversized_batch_is_refused_not_acknowledged_and_lost() {
     assert!(!accepted, "a batch over the record limit was acknowledged");
 
     // A batch exactly at the limit is accepted and survives the crash.
-    let options = Options {
-        file_system: Arc::new(MemFs::new()),
-        ..options
-    };
+    let mut options = options;
+    options.file_system = Arc::new(MemFs::new());
     let mut batch = WriteBatch::new();
     batch.put(b"k", b"");
     let filler = limit - batch.size_bytes() - WriteBatch::put_bytes(b"fill", b"");
@@ -95,10 +91,8 @@ fn oversized_batch_is_refused_not_acknowledged_and_lost() {
 fn oversized_batch_of_real_size_is_refused() {
     let directory = common::TempDir::new("wal-limits");
     let path = directory.path().join("db");
-    let options = Options {
-        file_system: Arc::new(cairn::StdFs),
-        ..Options::default()
-    };
+    let mut options = Options::default();
+    options.file_system = Arc::new(cairn::StdFs);
     let value = vec![b'v'; cairn::VALUE_BYTES_MAX];
     let mut batch = WriteBatch::with_capacity(5 * WriteBatch::put_bytes(b"big-0", &value));
     for index in 0..5u8 {

@@ -44,6 +44,17 @@ pub struct EngineConfig {
     pub max_immutable_memtables: usize,
     /// Log capacity of `memstore` (MemStore's index is extra).
     pub memstore_capacity: usize,
+    /// cairn's block compression (`--compression_type`); the other engines ignore it.
+    #[serde(serialize_with = "serialize_compression")]
+    pub compression: ::cairn::Compression,
+}
+
+/// Reports carry the compression by name (`Compression` has no serde support).
+fn serialize_compression<S: serde::Serializer>(
+    compression: &::cairn::Compression,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format!("{compression:?}").to_lowercase())
 }
 
 /// The error of a scan on an engine without ordered iteration. The runner skips workloads

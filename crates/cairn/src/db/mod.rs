@@ -39,6 +39,7 @@
 //!    writer holds an unfinished sequence from its reservation until its inserts are done.
 //! 4. A WAL is deleted only when its number is below the MANIFEST's durable `log_number`.
 
+mod checkpoint;
 mod compact;
 mod flush;
 mod inner;
@@ -58,7 +59,7 @@ use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::Stats;
 use inner::{lock, DbInner};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -75,6 +76,57 @@ pub enum Update {
     Put(Vec<u8>),
     /// Delete the key.
     Delete,
+}
+
+/// Whether a conditional write ([`Db::put_if_absent`], [`Db::compare_and_swap`]) took
+/// effect. `#[must_use]`, so `db.put_if_absent(..)?;` warns that the answer was dropped.
+///
+/// ```
+/// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// let outcome = db.put_if_absent("k", "v")?;
+/// assert_eq!(outcome, cairn::WriteOutcome::Written);
+/// assert!(bool::from(outcome));
+/// # Ok::<(), cairn::Error>(())
+/// ```
+#[must_use = "a conditional write may have changed nothing; check the outcome"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The condition held and the write was applied.
+    Written,
+    /// The condition did not hold; nothing was written.
+    Unchanged,
+}
+
+impl WriteOutcome {
+    /// True for [`WriteOutcome::Written`].
+    pub const fn is_written(self) -> bool {
+        matches!(self, WriteOutcome::Written)
+    }
+}
+
+impl From<bool> for WriteOutcome {
+    fn from(written: bool) -> Self {
+        if written {
+            WriteOutcome::Written
+        } else {
+            WriteOutcome::Unchanged
+        }
+    }
+}
+
+impl From<WriteOutcome> for bool {
+    fn from(outcome: WriteOutcome) -> bool {
+        outcome.is_written()
+    }
+}
+
+/// A range bound over any byte-string-like key, as a bound over bytes.
+fn bound_bytes<K: AsRef<[u8]> + ?Sized>(bound: Bound<&K>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(key) => Bound::Included(key.as_ref()),
+        Bound::Excluded(key) => Bound::Excluded(key.as_ref()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
 }
 
 /// A persistent key-value store. See the module documentation for the concurrency contract.
@@ -95,34 +147,151 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// Opens (creating if allowed) the database in `path`, recovering from its MANIFEST and
     /// WALs. Fails with [`Error::Locked`](crate::Error::Locked) if another handle has it open.
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "v")?;
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         let inner = open::open_inner(path.as_ref(), options)?;
-        let threads = open::spawn_background(&inner)?;
+        let threads = if inner.options.read_only {
+            Vec::new()
+        } else {
+            open::spawn_background(&inner)?
+        };
         Ok(Db { inner, threads })
     }
 
+    /// Opens the existing database in `path` without writing anything (`options.read_only`
+    /// set): no WAL, MANIFEST or CURRENT is written and no LOCK is taken, so it works beside a
+    /// writer that holds the database. It reads the state as of its open, the WAL tail
+    /// included, and never changes; writes fail with `InvalidArgument`. If a writer later
+    /// deletes a table the handle has not opened yet, reads of it fail with an I/O error
+    /// naming the file (never wrong data); reopen to see the newer state.
+    ///
+    /// ```
+    /// # let file_system = std::sync::Arc::new(cairn::MemFs::new());
+    /// let mut options = cairn::Options::default();
+    /// # options.file_system = file_system;
+    /// let writer = cairn::Db::open("/db", options.clone())?;
+    /// writer.put("k", "1")?;
+    /// let reader = cairn::Db::open_read_only("/db", options)?;
+    /// writer.put("k", "2")?;
+    /// assert_eq!(reader.get("k")?, Some(b"1".to_vec()));
+    /// assert!(reader.put("k", "3").is_err());
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn open_read_only(path: impl AsRef<Path>, mut options: Options) -> Result<Db> {
+        options.read_only = true;
+        options.create_if_missing = false;
+        Db::open(path, options)
+    }
+
+    /// Writes a consistent copy of the database into `destination` (absent or empty) and
+    /// returns its sequence number: the copy holds exactly the writes up to it, a prefix of
+    /// the writes even under concurrent load, and opens as a database. Tables are hard-linked
+    /// (copied where the file system cannot link), so a checkpoint costs little space while
+    /// they are shared; the MANIFEST and CURRENT are written fresh. Flushes first.
+    ///
+    /// ```
+    /// # let file_system = std::sync::Arc::new(cairn::MemFs::new());
+    /// let mut options = cairn::Options::default();
+    /// # options.file_system = file_system;
+    /// let db = cairn::Db::open("/db", options.clone())?;
+    /// db.put("k", "v")?;
+    /// db.checkpoint("/backup")?;
+    /// db.put("k", "after")?;
+    /// let copy = cairn::Db::open("/backup", options)?;
+    /// assert_eq!(copy.get("k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn checkpoint(&self, destination: impl AsRef<Path>) -> Result<SequenceNumber> {
+        self.writable()?;
+        self.inner.checkpoint(destination.as_ref())
+    }
+
+    /// Refuses a change to a read-only handle.
+    fn writable(&self) -> Result<()> {
+        if self.inner.options.read_only {
+            return Err(crate::Error::InvalidArgument(format!(
+                "{} is open read-only",
+                self.inner.directory.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Sets `key` to `value`.
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("fruit", "apple")?;
+    /// db.put(b"bytes", [0u8, 1, 2])?;
+    /// assert_eq!(db.get("fruit")?, Some(b"apple".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.put_with(&WriteOptions::default(), key, value)
     }
 
     /// Sets `key` to `value` with explicit write options.
-    pub fn put_with(&self, options: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write(options, WriteBatch::single_put(key, value))
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put_with(&cairn::WriteOptions::with_sync(true), "durable", "yes")?;
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn put_with(
+        &self,
+        options: &WriteOptions,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.write(
+            options,
+            WriteBatch::single_put(key.as_ref(), value.as_ref()),
+        )
     }
 
-    /// Removes `key` (a tombstone; absent keys may be deleted).
-    pub fn delete(&self, key: &[u8]) -> Result<()> {
+    /// Removes `key` (a tombstone; absent keys may be deleted). Like
+    /// [`MemStore::delete`](crate::MemStore::delete) it returns nothing: finding out whether
+    /// the key existed would cost a read.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "v")?;
+    /// db.delete("k")?;
+    /// assert_eq!(db.get("k")?, None);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.delete_with(&WriteOptions::default(), key)
     }
 
     /// Removes `key` with explicit write options.
-    pub fn delete_with(&self, options: &WriteOptions, key: &[u8]) -> Result<()> {
-        self.write(options, WriteBatch::single_delete(key))
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.delete_with(&cairn::WriteOptions::with_sync(true), "k")?;
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn delete_with(&self, options: &WriteOptions, key: impl AsRef<[u8]>) -> Result<()> {
+        self.write(options, WriteBatch::single_delete(key.as_ref()))
     }
 
     /// Applies `batch` atomically: a reader at any snapshot sees all of it or none.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// let mut batch = cairn::WriteBatch::new();
+    /// batch.put("a", "1").put("b", "2");
+    /// db.write(&cairn::WriteOptions::default(), batch)?;
+    /// assert_eq!(db.iter()?.count(), 2);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn write(&self, options: &WriteOptions, batch: WriteBatch) -> Result<()> {
+        self.writable()?;
         self.inner.write(options, batch).map(|_| ())
     }
 
@@ -135,24 +304,79 @@ impl Db {
         options: &WriteOptions,
         batch: WriteBatch,
     ) -> Result<SequenceNumber> {
+        self.writable()?;
         self.inner.write(options, batch)
     }
 
     /// The value of `key` in the latest state.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key, None)
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// assert_eq!(db.get("missing")?, None);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key.as_ref(), None)
     }
 
-    /// The value of `key` as of `snapshot`.
-    pub fn get_at(&self, snapshot: &Snapshot, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key, Some(snapshot.sequence()))
+    /// The value of `key` as `options` say: at `options.snapshot` if set, else the latest.
+    /// (`fill_cache` applies to scans; a point read reads one block per table and caches it.)
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "old")?;
+    /// let mut options = cairn::ReadOptions::default();
+    /// options.snapshot = Some(db.snapshot());
+    /// db.put("k", "new")?;
+    /// assert_eq!(db.get_with(&options, "k")?, Some(b"old".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn get_with(
+        &self,
+        options: &ReadOptions,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        let sequence = match &options.snapshot {
+            Some(snapshot) => Some(self.snapshot_sequence(snapshot)?),
+            None => None,
+        };
+        self.inner.get(key.as_ref(), sequence)
+    }
+
+    /// The value of `key` as of `snapshot`. Fails with `InvalidArgument` if the snapshot was
+    /// taken from another database.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "1")?;
+    /// let snapshot = db.snapshot();
+    /// db.delete("k")?;
+    /// assert_eq!(db.get_at(&snapshot, "k")?, Some(b"1".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn get_at(&self, snapshot: &Snapshot, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let sequence = self.snapshot_sequence(snapshot)?;
+        self.inner.get(key.as_ref(), Some(sequence))
     }
 
     /// Atomically replaces the value of `key` with `f(current)` (`None` deletes) and returns
-    /// the new value. `f` runs outside any lock and may run more than once if another write to
-    /// `key` races it (see `read_modify_write` in the source); the call takes no lock but may
-    /// wait for lower writes still in flight. A panic in `f` leaves the database usable.
-    pub fn update<F>(&self, key: &[u8], mut f: F) -> Result<Option<Vec<u8>>>
+    /// the new value, as [`MemStore::update`](crate::MemStore::update) does. `f` runs outside
+    /// any lock and may run more than once if another write to `key` races it (see
+    /// `read_modify_write` in the source); the call takes no lock but may wait for lower
+    /// writes still in flight. A panic in `f` leaves the database usable.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// let append = |current: Option<&[u8]>| {
+    ///     let mut value = current.unwrap_or_default().to_vec();
+    ///     value.push(b'!');
+    ///     Some(value)
+    /// };
+    /// assert_eq!(db.update("k", append)?, Some(b"!".to_vec()));
+    /// assert_eq!(db.update("k", append)?, Some(b"!!".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn update<F>(&self, key: impl AsRef<[u8]>, mut f: F) -> Result<Option<Vec<u8>>>
     where
         F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
     {
@@ -160,93 +384,285 @@ impl Db {
             Some(value) => Update::Put(value),
             None => Update::Delete,
         };
+        self.writable()?;
         self.inner
-            .read_modify_write(key, &mut decide)
+            .read_modify_write(key.as_ref(), &mut decide)
             .map(|(value, _)| value)
     }
 
     /// The general form of `update`: `decide` may also keep the value unchanged. Returns the
     /// value now stored and the sequence number of the write (None when nothing was written).
+    ///
+    /// ```
+    /// use cairn::Update;
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// let (value, written) = db.read_modify_write("k", |current| match current {
+    ///     Some(_) => Update::Keep,
+    ///     None => Update::Put(b"first".to_vec()),
+    /// })?;
+    /// assert_eq!((value, written.is_some()), (Some(b"first".to_vec()), true));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn read_modify_write<F>(
         &self,
-        key: &[u8],
+        key: impl AsRef<[u8]>,
         mut decide: F,
     ) -> Result<(Option<Vec<u8>>, Option<SequenceNumber>)>
     where
         F: FnMut(Option<&[u8]>) -> Update,
     {
-        self.inner.read_modify_write(key, &mut decide)
+        self.writable()?;
+        self.inner.read_modify_write(key.as_ref(), &mut decide)
     }
 
-    /// Stores `value` only if `key` is absent; returns whether it stored it.
-    pub fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        self.inner.put_if_absent(key, value)
+    /// Stores `value` only if `key` is absent; the outcome says whether it did.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// assert!(db.put_if_absent("k", "1")?.is_written());
+    /// assert!(!db.put_if_absent("k", "2")?.is_written());
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn put_if_absent(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<WriteOutcome> {
+        self.writable()?;
+        self.inner
+            .put_if_absent(key.as_ref(), value.as_ref())
+            .map(WriteOutcome::from)
     }
 
     /// Replaces the value of `key` with `new` (None deletes) only if it currently equals
-    /// `expected` (None: absent); returns whether it did.
+    /// `expected` (None: absent); the outcome says whether it did.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "1")?;
+    /// assert!(!db.compare_and_swap("k", Some(b"9"), Some(b"2"))?.is_written());
+    /// assert!(db.compare_and_swap("k", Some(b"1"), Some(b"2"))?.is_written());
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn compare_and_swap(
         &self,
-        key: &[u8],
+        key: impl AsRef<[u8]>,
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
-    ) -> Result<bool> {
-        self.inner.compare_and_swap(key, expected, new)
+    ) -> Result<WriteOutcome> {
+        self.writable()?;
+        self.inner
+            .compare_and_swap(key.as_ref(), expected, new)
+            .map(WriteOutcome::from)
     }
 
     /// Adds `delta` to the integer stored at `key` (decimal ASCII, as Redis stores it; absent
     /// counts as 0) and returns the new value. Fails with `InvalidArgument` if the value is not
     /// an integer or the sum overflows.
-    pub fn increment(&self, key: &[u8], delta: i64) -> Result<i64> {
-        self.inner.increment(key, delta)
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// assert_eq!(db.increment("hits", 5)?, 5);
+    /// assert_eq!(db.increment("hits", -2)?, 3);
+    /// assert_eq!(db.get("hits")?, Some(b"3".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn increment(&self, key: impl AsRef<[u8]>, delta: i64) -> Result<i64> {
+        self.writable()?;
+        self.inner.increment(key.as_ref(), delta)
     }
 
-    /// A consistent view of the current state, kept until dropped.
+    /// A consistent view of the current state, kept until dropped. It can be used only with
+    /// this database: others refuse it with `InvalidArgument`.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "1")?;
+    /// let snapshot = db.snapshot();
+    /// db.put("k", "2")?;
+    /// assert_eq!(db.get_at(&snapshot, "k")?, Some(b"1".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    #[must_use = "a snapshot pins versions only while it is held"]
     pub fn snapshot(&self) -> Snapshot {
         self.inner.snapshots.acquire(|| self.inner.read_sequence())
     }
 
-    /// A cursor over the latest state (or `snapshot`), bounded to `[lower, upper)`.
-    pub fn iter(
+    /// The sequence of `snapshot`, if it was taken from this database.
+    fn snapshot_sequence(&self, snapshot: &Snapshot) -> Result<SequenceNumber> {
+        if snapshot.belongs_to(&self.inner.snapshots) {
+            Ok(snapshot.sequence())
+        } else {
+            Err(crate::Error::InvalidArgument(
+                "the snapshot was taken from another database".into(),
+            ))
+        }
+    }
+
+    /// A seekable cursor (the low-level form of [`Db::range`]) over the latest state, or
+    /// `options.snapshot`, bounded to `[lower, upper)`.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("a", "1")?;
+    /// db.put("c", "3")?;
+    /// let mut cursor = db.cursor(&cairn::ReadOptions::default(), None, None)?;
+    /// cursor.seek(b"b");
+    /// assert_eq!((cursor.valid(), cursor.key()), (true, &b"c"[..]));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn cursor(
         &self,
         options: &ReadOptions,
-        snapshot: Option<&Snapshot>,
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Result<DbIterator> {
-        self.inner.iterator(options, snapshot, lower, upper)
+        if let Some(snapshot) = &options.snapshot {
+            self.snapshot_sequence(snapshot)?;
+        }
+        self.inner
+            .iterator(options, options.snapshot.as_ref(), lower, upper)
     }
 
-    /// Key-value pairs in the range, ascending.
-    pub fn range(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<RangeIter> {
-        self.range_at(None, lower, upper, false)
+    /// Every key-value pair, ascending (`.rev()` for descending).
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("b", "2")?;
+    /// db.put("a", "1")?;
+    /// let keys: Vec<Vec<u8>> = db.iter()?.map(|pair| pair.map(|(key, _)| key)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn iter(&self) -> Result<RangeIter> {
+        self.range_with::<[u8], _>(&ReadOptions::default(), ..)
     }
 
-    /// Key-value pairs in the range, descending.
-    pub fn range_rev(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<RangeIter> {
-        self.range_at(None, lower, upper, true)
+    /// The key-value pairs in `range`, in key order; the iterator is double-ended, so
+    /// `.rev()` scans descending and both ends may be consumed alternately.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// for key in ["a", "b", "c", "d"] {
+    ///     db.put(key, "v")?;
+    /// }
+    /// let keys: Vec<Vec<u8>> = db.range("b".."d")?.map(|pair| pair.map(|(key, _)| key)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// let last = db.range("b"..)?.rev().next().transpose()?;
+    /// assert_eq!(last.map(|(key, _)| key), Some(b"d".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn range<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Result<RangeIter> {
+        self.range_with(&ReadOptions::default(), range)
     }
 
-    /// Key-value pairs in the range as of `snapshot` (None: latest), in either direction.
-    pub fn range_at(
+    /// [`Db::range`] with read options (a snapshot, cache use).
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("a", "1")?;
+    /// let mut options = cairn::ReadOptions::default();
+    /// options.fill_cache = false;
+    /// assert_eq!(db.range_with(&options, "a"..="a")?.count(), 1);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn range_with<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(
         &self,
-        snapshot: Option<&Snapshot>,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        reverse: bool,
+        options: &ReadOptions,
+        range: R,
     ) -> Result<RangeIter> {
-        self.inner.range(snapshot, lower, upper, reverse)
+        let (lower, upper) = RangeIter::cursor_bounds(
+            bound_bytes(range.start_bound()),
+            bound_bytes(range.end_bound()),
+        );
+        let cursor = self.cursor(options, lower.as_deref(), upper.as_deref())?;
+        Ok(RangeIter::new(cursor))
+    }
+
+    /// [`Db::range`] as of `snapshot`.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("a", "1")?;
+    /// let snapshot = db.snapshot();
+    /// db.put("b", "2")?;
+    /// assert_eq!(db.range_at(&snapshot, "a"..)?.count(), 1);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn range_at<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(
+        &self,
+        snapshot: &Snapshot,
+        range: R,
+    ) -> Result<RangeIter> {
+        let options = ReadOptions {
+            snapshot: Some(snapshot.clone()),
+            ..ReadOptions::default()
+        };
+        self.range_with(&options, range)
+    }
+
+    /// The key-value pairs whose key starts with `prefix`, in key order (double-ended).
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// for key in ["user:1", "user:2", "users", "video:1"] {
+    ///     db.put(key, "")?;
+    /// }
+    /// assert_eq!(db.prefix("user:")?.count(), 2);
+    /// assert_eq!(db.prefix("user")?.rev().next().transpose()?.map(|(key, _)| key), Some(b"users".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<RangeIter> {
+        self.prefix_with(&ReadOptions::default(), prefix)
+    }
+
+    /// [`Db::prefix`] with read options (a snapshot, cache use).
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("p1", "")?;
+    /// assert_eq!(db.prefix_with(&cairn::ReadOptions::default(), "p")?.count(), 1);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn prefix_with(
+        &self,
+        options: &ReadOptions,
+        prefix: impl AsRef<[u8]>,
+    ) -> Result<RangeIter> {
+        let prefix = prefix.as_ref();
+        let upper = crate::db_iter::prefix_successor(prefix);
+        let cursor = self.cursor(options, Some(prefix), upper.as_deref())?;
+        Ok(RangeIter::new(cursor))
+    }
+
+    /// [`Db::prefix`] as of `snapshot`.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// let snapshot = db.snapshot();
+    /// db.put("p1", "")?;
+    /// assert_eq!(db.prefix_at(&snapshot, "p")?.count(), 0);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn prefix_at(&self, snapshot: &Snapshot, prefix: impl AsRef<[u8]>) -> Result<RangeIter> {
+        let options = ReadOptions {
+            snapshot: Some(snapshot.clone()),
+            ..ReadOptions::default()
+        };
+        self.prefix_with(&options, prefix)
     }
 
     /// Seals the active write buffer (if not empty) and waits until every sealed buffer is
     /// on disk.
     pub fn flush(&self) -> Result<()> {
+        self.writable()?;
         self.inner.flush()
     }
 
     /// Compacts every level's files overlapping `[lower, upper]` (None = unbounded) down into
     /// the next level, after a flush.
     pub fn compact_range(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Result<()> {
+        self.writable()?;
         self.inner.flush()?;
         self.inner.compact_range(lower, upper)
     }
@@ -271,7 +687,10 @@ impl Db {
 
     fn shutdown(&mut self) -> Result<()> {
         let mut result = Ok(());
-        if !self.inner.options.wal_enabled && !self.inner.has_sticky_error.load(Ordering::Acquire) {
+        if !self.inner.options.wal_enabled
+            && !self.inner.options.read_only
+            && !self.inner.has_sticky_error.load(Ordering::Acquire)
+        {
             // Without a WAL, unflushed writes exist only in memory: a clean close keeps them.
             result = self.inner.flush();
         }

@@ -1,5 +1,5 @@
 //! Opening a database: the directory and its lock, MANIFEST recovery, WAL replay
-//! (`recover_wals`), the first WAL of the new process, the shared state and the background
+//! (`replay_wals`), the first WAL of the new process, the shared state and the background
 //! threads.
 //!
 //! Thread-safety contract: everything here runs on the opening thread before any other
@@ -16,14 +16,18 @@
 //!    recovery still needs.
 //! 3. The fresh MANIFEST names the new WAL as the first to replay only after the replayed
 //!    writes are in a table it lists.
+//! 4. A read-only open (`Options::read_only`) creates, writes, renames and removes nothing
+//!    and takes no LOCK: the replayed WAL tail stays in memory, in the active buffer of a
+//!    log with no file, and no background thread is started.
 
 use super::inner::{create_wal_file, BackgroundState, DbInner};
 use super::super_version::SuperVersion;
-use crate::batch::DecodedBatch;
+use crate::batch::{DecodedBatch, WriteBatch};
 use crate::compaction::{self, Leveled, OutputSettings, ShapeOptions, VersionFilter};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem};
+use crate::iter::InternalIterator;
 use crate::key::SequenceNumber;
 use crate::memory::{MemComponent, ReplayBuffer, WriteBuffer};
 use crate::options::Options;
@@ -42,9 +46,34 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+/// Attempts of a read-only open. A writer beside it may delete the WAL or MANIFEST it is
+/// reading (a flush, a MANIFEST roll), which fails the attempt; the next one re-reads CURRENT.
+const READ_ONLY_OPEN_ATTEMPTS: usize = 8;
+
 /// Opens the database in `directory`: everything `Db::open` does but start the threads.
 pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     options.validate()?;
+    if !options.read_only {
+        return open_inner_once(directory, options);
+    }
+    let mut attempt = 1;
+    loop {
+        match open_inner_once(directory, options.clone()) {
+            Err(error @ (Error::Io { .. } | Error::Corruption { .. }))
+                if attempt < READ_ONLY_OPEN_ATTEMPTS =>
+            {
+                log::debug!(
+                    "cairn: read-only open of {} retried: {error}",
+                    directory.display()
+                );
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     let file_system = Arc::clone(&options.file_system);
     let (lock, mut versions) = open_directory(directory, &file_system, &options)?;
     let block_cache = (options.block_cache_size_bytes > 0)
@@ -56,25 +85,33 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
         options.verify_checksums,
     ));
     let table_options = TableOptions::from(&options);
-    let last_sequence = recover_wals(
-        directory,
-        file_system.as_ref(),
-        &mut versions,
-        &table_options,
-        &options,
-    )?;
+    let replay = replay_wals(directory, file_system.as_ref(), &mut versions, &options)?;
+    let last_sequence = replay.last_sequence;
     let written = Arc::new(AtomicU64::new(last_sequence));
-    let log = start_first_wal(
-        directory,
-        file_system.as_ref(),
-        &mut versions,
-        &options,
-        last_sequence,
-        &written,
-    )?;
-    debug_assert_eq!(log.first_sequence(), last_sequence + 1);
+    let active = if options.read_only {
+        read_only_buffer(&replay, &options, &written)?
+    } else {
+        write_replayed(
+            directory,
+            file_system.as_ref(),
+            &mut versions,
+            &table_options,
+            &replay,
+        )?;
+        let log = start_first_wal(
+            directory,
+            file_system.as_ref(),
+            &mut versions,
+            &options,
+            last_sequence,
+            &written,
+        )?;
+        debug_assert_eq!(log.first_sequence(), last_sequence + 1);
+        WriteBuffer::new(options.write_buffer_size_bytes, log)
+    };
+    drop(replay);
     let super_version = SuperVersion {
-        memory: MemComponent::new(WriteBuffer::new(options.write_buffer_size_bytes, log)),
+        memory: MemComponent::new(active),
         version: versions.current(),
         oldest_readable: last_sequence,
     };
@@ -106,8 +143,50 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
         compaction_lock: Mutex::new(()),
         options,
     });
-    inner.delete_obsolete_files();
+    if !inner.options.read_only {
+        inner.delete_obsolete_files();
+    }
     Ok(inner)
+}
+
+/// The lock a read-only handle holds: none (invariant 4).
+#[derive(Debug)]
+struct NoLock;
+
+impl FileLock for NoLock {}
+
+/// The active buffer of a read-only handle: the replayed WAL tail, in a buffer whose log has
+/// no file (invariant 4). Each replayed version keeps its own sequence number.
+fn read_only_buffer(
+    replay: &Replay,
+    options: &Options,
+    written: &Arc<AtomicU64>,
+) -> Result<WriteBuffer> {
+    let log = Log::new(
+        0,
+        std::path::PathBuf::new(),
+        None,
+        replay.last_sequence + 1,
+        SEGMENT_BYTES_DEFAULT,
+        None,
+        Arc::clone(written),
+    );
+    let buffer = WriteBuffer::new(options.write_buffer_size_bytes, log);
+    let mut versions = replay.buffer.iter();
+    versions.seek_to_first();
+    while versions.valid() {
+        let parsed = crate::key::parse_internal_key(versions.key())
+            .ok_or_else(|| Error::Internal("replayed a malformed internal key".into()))?;
+        let batch = match parsed.kind {
+            crate::key::ValueKind::Put => WriteBatch::single_put(parsed.user_key, versions.value()),
+            crate::key::ValueKind::Delete => WriteBatch::single_delete(parsed.user_key),
+        };
+        buffer
+            .insert_batch(&batch, parsed.sequence)
+            .map_err(Error::Internal)?;
+        versions.next();
+    }
+    Ok(buffer)
 }
 
 /// Creates or checks the directory, takes its lock and recovers the MANIFEST.
@@ -119,12 +198,17 @@ fn open_directory(
     let not_found = || Error::NotFound {
         path: directory.to_path_buf(),
     };
-    if options.create_if_missing {
+    let create = options.create_if_missing && !options.read_only;
+    if create {
         file_system.create_dir_all(directory)?;
     } else if !file_system.exists(directory)? {
         return Err(not_found());
     }
-    let lock = file_system.lock(&filename::lock_path(directory))?;
+    let lock: Box<dyn FileLock> = if options.read_only {
+        Box::new(NoLock)
+    } else {
+        file_system.lock(&filename::lock_path(directory))?
+    };
     let mut versions = VersionSet::new(
         directory,
         Arc::clone(file_system),
@@ -138,7 +222,7 @@ fn open_directory(
             });
         }
         versions.recover()?;
-    } else if !options.create_if_missing {
+    } else if !create {
         return Err(not_found());
     }
     Ok((lock, versions))
@@ -236,15 +320,14 @@ fn wals_to_replay(
     Ok(wal_numbers)
 }
 
-/// Replays the WALs the MANIFEST does not cover and writes what they hold to a level-0 table.
-/// Returns the largest sequence number now in the database.
-pub(super) fn recover_wals(
+/// Replays the WALs the MANIFEST does not cover into memory; `replay.last_sequence` is then
+/// the largest sequence number in the database.
+fn replay_wals(
     directory: &Path,
     file_system: &dyn FileSystem,
     versions: &mut VersionSet,
-    table_options: &TableOptions,
     options: &Options,
-) -> Result<SequenceNumber> {
+) -> Result<Replay> {
     let wal_numbers = wals_to_replay(directory, file_system, versions)?;
     // Sized as the buffers the WALs were written from, so its key index does not saturate
     // (and fall back to skiplist searches) when the write buffer is larger than the default.
@@ -276,7 +359,7 @@ pub(super) fn recover_wals(
             WalEnd::LostUnsyncedTail(lost) => {
                 let reason = lost_tail_reason(&path, &lost);
                 // Said even when no newer WAL is ignored: records of this WAL were dropped.
-                eprintln!("cairn: {reason}");
+                log::warn!("cairn: {reason}");
                 reason
             }
             WalEnd::StartsPastPredecessor(first) => {
@@ -299,8 +382,7 @@ pub(super) fn recover_wals(
         break;
     }
     debug_assert!(replay.last_sequence >= versions.last_sequence);
-    write_replayed(directory, file_system, versions, table_options, &replay)?;
-    Ok(replay.last_sequence)
+    Ok(replay)
 }
 
 /// How the replay of one WAL ended.
@@ -480,7 +562,7 @@ fn warn_ignored_wals(
             })
         })
         .sum();
-    eprintln!(
+    log::warn!(
         "cairn: {reason}; ignoring {} WAL(s) of unsynced writes ({dropped_records} records)",
         newer.len()
     );

@@ -15,7 +15,7 @@
 
 use super::inner::DbInner;
 use super::super_version::SuperVersion;
-use crate::db_iter::{DbIterator, RangeIter};
+use crate::db_iter::DbIterator;
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
@@ -23,7 +23,6 @@ use crate::memory::WriteHint;
 use crate::options::ReadOptions;
 use crate::snapshot::Snapshot;
 use crate::table_cache::LevelIterator;
-use std::ops::Bound;
 use std::sync::Arc;
 
 /// A version as the read paths return it: its sequence and value (`None`: a tombstone).
@@ -182,34 +181,5 @@ impl DbInner {
             upper.map(<[u8]>::to_vec),
             Box::new(super_version),
         ))
-    }
-
-    /// Key-value pairs in the range as of `snapshot` (None: latest), in either direction.
-    pub(super) fn range(
-        &self,
-        snapshot: Option<&Snapshot>,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        reverse: bool,
-    ) -> Result<RangeIter> {
-        // The cursor takes an inclusive lower and an exclusive upper bound; the other bound
-        // kinds map onto them by appending a zero byte (the next key in byte order).
-        let lower = match lower {
-            Bound::Included(key) => Some(key.to_vec()),
-            Bound::Excluded(key) => Some([key, &[0u8]].concat()),
-            Bound::Unbounded => None,
-        };
-        let upper = match upper {
-            Bound::Included(key) => Some([key, &[0u8]].concat()),
-            Bound::Excluded(key) => Some(key.to_vec()),
-            Bound::Unbounded => None,
-        };
-        let cursor = self.iterator(
-            &ReadOptions::default(),
-            snapshot,
-            lower.as_deref(),
-            upper.as_deref(),
-        )?;
-        Ok(RangeIter::new(cursor, reverse))
     }
 }

@@ -102,6 +102,14 @@ pub trait FileSystem: Send + Sync + Debug {
     }
     /// Atomically renames `from` to `to`, replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Makes `to` a second name of the immutable file `from` (a checkpoint's tables). The
+    /// default copies the bytes and syncs the copy; file systems with hard links override it.
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        let bytes = self.read_all(from)?;
+        let mut copy = self.create(to)?;
+        copy.append(&bytes)?;
+        copy.sync()
+    }
     /// Removes a file.
     fn remove(&self, path: &Path) -> Result<()>;
     /// Lists the file names (not paths) in `directory`.

@@ -143,6 +143,10 @@ impl FileSystem for StdFs {
         std::fs::rename(from, to).map_err(|error| Error::io("rename", from, error))
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::hard_link(from, to).map_err(|error| Error::io("hard link", to, error))
+    }
+
     fn remove(&self, path: &Path) -> Result<()> {
         std::fs::remove_file(path).map_err(|error| Error::io("remove", path, error))
     }

@@ -294,13 +294,28 @@ impl MemStore {
     }
 
     /// Stores `value` under `key`, replacing any previous value.
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    ///
+    /// ```
+    /// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+    /// store.put("k", "v")?;
+    /// assert_eq!(store.get("k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
         self.inner.check_sizes(key, value.len())?;
         self.inner.mutate(key, Mutation::Put(value)).map(|_| ())
     }
 
     /// Returns a copy of the value stored under `key`.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    ///
+    /// ```
+    /// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+    /// assert_eq!(store.get("missing")?, None);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
         self.inner.check_key(key)?;
         let hash = hash_key(key);
         let guard = self.inner.epochs.pin();
@@ -317,7 +332,15 @@ impl MemStore {
     }
 
     /// True when `key` has a value.
-    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+    ///
+    /// ```
+    /// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.contains("k")?);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
         self.inner.check_key(key)?;
         let hash = hash_key(key);
         let guard = self.inner.epochs.pin();
@@ -330,23 +353,66 @@ impl MemStore {
             .is_some())
     }
 
+    /// Removes `key` (absent keys may be deleted); returns nothing, like
+    /// [`Db::delete`](crate::Db::delete). [`MemStore::remove`] also says whether it existed.
+    ///
+    /// ```
+    /// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+    /// store.put("k", "v")?;
+    /// store.delete("k")?;
+    /// assert_eq!(store.get("k")?, None);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.remove(key).map(|_| ())
+    }
+
     /// Removes `key`; returns whether it had a value.
-    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+    ///
+    /// ```
+    /// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+    /// store.put("k", "v")?;
+    /// assert!(store.remove("k")?);
+    /// assert!(!store.remove("k")?);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    #[must_use = "use `delete` when whether the key existed does not matter"]
+    pub fn remove(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
         self.inner.check_key(key)?;
         self.inner.mutate(key, Mutation::Delete)
     }
 
     /// Atomic read-modify-write of one key: `f` gets the current value (or `None`) and returns
-    /// the new one (or `None` to delete). No other write to the key happens between the read and
-    /// the write. `f` runs while the key's index buckets are locked: keep it short and do not call
-    /// back into the store. `f` may run more than once if the write must first wait for space;
-    /// only the last result is stored.
-    pub fn update<F>(&self, key: &[u8], mut f: F) -> Result<()>
+    /// the new one (or `None` to delete); returns the value now stored, like
+    /// [`Db::update`](crate::Db::update). No other write to the key happens between the read
+    /// and the write. `f` runs while the key's index buckets are locked: keep it short and do
+    /// not call back into the store. `f` may run more than once if the write must first wait
+    /// for space; only the last result is stored.
+    ///
+    /// ```
+    /// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+    /// let bump = |current: Option<&[u8]>| Some(vec![current.map_or(0, |value| value[0]) + 1]);
+    /// assert_eq!(store.update("n", bump)?, Some(vec![1]));
+    /// assert_eq!(store.update("n", bump)?, Some(vec![2]));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn update<F>(&self, key: impl AsRef<[u8]>, mut f: F) -> Result<Option<Vec<u8>>>
     where
         F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
     {
+        let key = key.as_ref();
         self.inner.check_key(key)?;
-        self.inner.mutate(key, Mutation::Update(&mut f)).map(|_| ())
+        // The value is returned by copy: the stored one may move as soon as the bucket lock
+        // is released. Only the last run of `f` is stored, so only its result is kept.
+        let mut stored = None;
+        let mut run = |current: Option<&[u8]>| {
+            let value = f(current);
+            stored.clone_from(&value);
+            value
+        };
+        self.inner.mutate(key, Mutation::Update(&mut run))?;
+        Ok(stored)
     }
 
     /// Accounting snapshot.

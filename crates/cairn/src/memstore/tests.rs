@@ -29,8 +29,8 @@ fn put_get_delete_contains_update() {
     assert!(store.contains(b"b").unwrap());
     store.put(b"a", b"22").unwrap();
     assert_eq!(store.get(b"a").unwrap().as_deref(), Some(&b"22"[..]));
-    assert!(store.delete(b"a").unwrap());
-    assert!(!store.delete(b"a").unwrap());
+    assert!(store.remove(b"a").unwrap());
+    assert!(!store.remove(b"a").unwrap());
     assert!(!store.contains(b"a").unwrap());
     store.check_invariants().unwrap();
     for _ in 0..10 {
@@ -174,7 +174,7 @@ fn fill_then_keep_one_in_ten(store: &MemStore) -> MemStoreStats {
     let full = store.stats();
     for key in 0..20_000u32 {
         if key % 10 != 0 {
-            assert!(store.delete(&key.to_be_bytes()).unwrap());
+            assert!(store.remove(&key.to_be_bytes()).unwrap());
         }
     }
     full

@@ -20,7 +20,7 @@
 
 use super::block::BlockBuilder;
 use super::bloom::BloomFilterBuilder;
-use super::format::{encode_block, BlockHandle, Footer, FORMAT_VERSION};
+use super::format::{encode_block, format_version_for, BlockHandle, Footer};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
@@ -97,7 +97,7 @@ impl TableBuilder {
             options,
             last_key: Vec::new(),
             properties: TableProperties {
-                format_version: FORMAT_VERSION,
+                format_version: format_version_for(options.compression),
                 smallest_sequence: u64::MAX,
                 ..TableProperties::default()
             },
@@ -252,7 +252,7 @@ impl TableBuilder {
             index: index_handle,
             filter: filter_handle,
             properties: properties_handle,
-            format_version: FORMAT_VERSION,
+            format_version: self.properties.format_version,
         };
         self.append(&footer.encode())?;
         self.file.sync()?;

@@ -11,7 +11,7 @@
 //! Invariants:
 //! 1. A helper here is the one copy of what several test files need (keys, options, a full
 //!    scan, environment knobs, a scratch directory); a test file tweaks a returned `Options`
-//!    with struct-update syntax instead of keeping its own copy.
+//!    by assigning its fields instead of keeping its own copy.
 //! 2. `key(index, width)` is `"key"` followed by `index` zero-padded to `width` digits, so keys
 //!    sort in index order; tests choose the width they always used, which keeps their
 //!    workloads (and the file sizes they were tuned on) unchanged.
@@ -32,6 +32,30 @@ pub fn key(index: u64, width: usize) -> Vec<u8> {
     format!("key{index:0width$}").into_bytes()
 }
 
+/// The pairs in `(lower, upper)` as of `snapshot` (None: the latest state), ascending or
+/// descending: the shape the engine's API had before `range` took a `RangeBounds`, which
+/// the seeded operation sequences and history checks are written against.
+pub type Pairs = Box<dyn Iterator<Item = cairn::Result<(Vec<u8>, Vec<u8>)>>>;
+
+/// See [`Pairs`]: the pairs in `(lower, upper)` as of `snapshot` (None: latest).
+pub fn range_at(
+    db: &Db,
+    snapshot: Option<&cairn::Snapshot>,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    reverse: bool,
+) -> cairn::Result<Pairs> {
+    let iterator = match snapshot {
+        Some(snapshot) => db.range_at::<[u8], _>(snapshot, (lower, upper))?,
+        None => db.range::<[u8], _>((lower, upper))?,
+    };
+    Ok(if reverse {
+        Box::new(iterator.rev())
+    } else {
+        Box::new(iterator)
+    })
+}
+
 /// Every live key and value, in key order (panics on a read error).
 pub fn scan(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
     try_scan(db).unwrap()
@@ -39,8 +63,7 @@ pub fn scan(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 /// Every live key and value, in key order, or the first read error.
 pub fn try_scan(db: &Db) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, Error> {
-    db.range(Bound::Unbounded, Bound::Unbounded)?
-        .collect::<Result<_, _>>()
+    db.iter()?.collect::<Result<_, _>>()
 }
 
 /// Every live key and value as a list, in key order (panics on a read error).
@@ -60,17 +83,16 @@ pub fn env_or<T: FromStr>(name: &str, default: T) -> T {
 /// A small LSM shape that flushes, compacts and rolls the MANIFEST over after a few KiB of
 /// writes, so short workloads reach every code path.
 pub fn small_lsm_options(file_system: Arc<dyn FileSystem>) -> Options {
-    Options {
-        file_system,
-        write_buffer_size_bytes: 2048,
-        max_immutable_memtables: 2,
-        block_size_bytes: 256,
-        target_file_size_bytes: 4096,
-        level1_size_bytes_max: 8192,
-        level0_compaction_trigger: 2,
-        manifest_size_bytes_max: 1024,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.file_system = file_system;
+    options.write_buffer_size_bytes = 2048;
+    options.max_immutable_memtables = 2;
+    options.block_size_bytes = 256;
+    options.target_file_size_bytes = 4096;
+    options.level1_size_bytes_max = 8192;
+    options.level0_compaction_trigger = 2;
+    options.manifest_size_bytes_max = 1024;
+    options
 }
 
 /// A fresh directory under the system temporary directory, removed (best effort) on drop.

@@ -431,14 +431,19 @@ fn scan(
     upper: &Bound<Key>,
     reverse: bool,
 ) -> Result<Outcome, Error> {
-    let entries = db
-        .range_at(snapshot, as_ref_bound(lower), as_ref_bound(upper), reverse)?
-        .collect::<Result<Vec<_>, _>>()?;
+    let entries = crate::common::range_at(
+        db,
+        snapshot,
+        as_ref_bound(lower),
+        as_ref_bound(upper),
+        reverse,
+    )?
+    .collect::<Result<Vec<_>, _>>()?;
     Ok(Outcome::Entries(entries))
 }
 
 fn write_options(sync: bool) -> WriteOptions {
-    WriteOptions { sync }
+    WriteOptions::with_sync(sync)
 }
 
 /// Runs a non-structural `op` on `db`; `Reopen` and `Crash` return `Done` untouched.
@@ -472,13 +477,18 @@ pub fn execute(db: &Db, snapshots: &mut Snapshots, op: &Op) -> Result<Outcome, E
         Op::Update { key, tag } => {
             Outcome::Value(db.update(key, |current| update_value(current, *tag))?)
         }
-        Op::PutIfAbsent { key, value } => Outcome::Applied(db.put_if_absent(key, value)?),
+        Op::PutIfAbsent { key, value } => {
+            Outcome::Applied(db.put_if_absent(key, value)?.is_written())
+        }
         Op::CompareAndSwap { key, expected, new } => {
             let expected = match expected {
                 Expect::Current => db.get(key)?,
                 Expect::Value(value) => value.clone(),
             };
-            Outcome::Applied(db.compare_and_swap(key, expected.as_deref(), new.as_deref())?)
+            Outcome::Applied(
+                db.compare_and_swap(key, expected.as_deref(), new.as_deref())?
+                    .is_written(),
+            )
         }
         Op::Increment { key, delta } => match db.increment(key, *delta) {
             Ok(value) => Outcome::Counter(Some(value)),
