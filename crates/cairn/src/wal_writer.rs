@@ -286,11 +286,11 @@ impl Log {
                 }
                 Ok(None) => {
                     // Sealed for good by a memtable switch, or full and sealed by another
-                    // writer who is installing the successor right now.
+                    // writer who is installing the successor right now (it notifies).
                     if self.sealed_for_good.load(Ordering::Acquire) {
                         return Reserve::Sealed;
                     }
-                    crate::sync::spin_wait(&mut round);
+                    self.wait_for_successor(&segment, &mut round);
                 }
             }
         }
@@ -334,7 +334,18 @@ impl Log {
         // per write.
         let guard = arc_swap::Guard::from(Arc::clone(&successor));
         self.current.store(successor);
+        // Writers (and a `seal`) waiting for the successor of `full` may be parked.
+        self.parker.notify();
         (guard, end_sequence)
+    }
+
+    /// One step of waiting for the writer that sealed the full `segment` to install its
+    /// successor (a roll-over in progress): spin, yield, then park until it notifies.
+    fn wait_for_successor(&self, segment: &Segment, round: &mut u32) {
+        self.parker.wait(round, || {
+            !std::ptr::eq(Arc::as_ptr(&self.current.load()), segment)
+                || self.sealed_for_good.load(Ordering::Acquire)
+        });
     }
 
     /// Seals the log for good (a memtable switch): no reservation succeeds afterwards.
@@ -349,7 +360,7 @@ impl Log {
             }
             // A writer sealed it because it was full; that writer always installs a
             // successor, which this loop then seals.
-            crate::sync::spin_wait(&mut round);
+            self.wait_for_successor(&segment, &mut round);
         }
     }
 

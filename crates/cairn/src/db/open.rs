@@ -104,6 +104,7 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
         counters: Counters::default(),
         pending_outputs: Mutex::new(HashSet::new()),
         compaction_lock: Mutex::new(()),
+        switch_parker: crate::sync::Parker::default(),
         options,
     });
     inner.delete_obsolete_files();
