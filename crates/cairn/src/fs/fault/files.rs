@@ -170,7 +170,8 @@ impl SyncHandle for FaultSyncHandle {
         self.inner.sync()?;
         let mut state = lock_state(&self.state);
         if state.crashed {
-            return Ok(()); // the machine went down before the sync returned
+            // The machine went down before the sync returned: nothing may count on it.
+            return Err(injected_error("sync", &self.path, FaultKind::Eio));
         }
         if let (Some((bytes, length)), Some(inode)) = (covered, state.inode_mut(self.inode)) {
             inode.synced_to(bytes, length);
