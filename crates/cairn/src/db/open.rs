@@ -56,7 +56,7 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
         options.verify_checksums,
     ));
     let table_options = TableOptions::from(&options);
-    let last_sequence = recover_wals(
+    let (last_sequence, dropped) = recover_wals(
         directory,
         file_system.as_ref(),
         &mut versions,
@@ -107,6 +107,11 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
         switch_parker: crate::sync::Parker::default(),
         options,
     });
+    Counters::add(
+        &inner.counters.wal_recovery_dropped_records,
+        dropped.records,
+    );
+    Counters::add(&inner.counters.wal_recovery_dropped_bytes, dropped.bytes);
     inner.delete_obsolete_files();
     Ok(inner)
 }
@@ -237,15 +242,23 @@ fn wals_to_replay(
     Ok(wal_numbers)
 }
 
+/// What recovery found in the WALs but did not replay (`Stats` counters
+/// `wal_recovery_dropped_*`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Dropped {
+    pub(super) records: u64,
+    pub(super) bytes: u64,
+}
+
 /// Replays the WALs the MANIFEST does not cover and writes what they hold to a level-0 table.
-/// Returns the largest sequence number now in the database.
+/// Returns the largest sequence number now in the database and what was dropped.
 pub(super) fn recover_wals(
     directory: &Path,
     file_system: &dyn FileSystem,
     versions: &mut VersionSet,
     table_options: &TableOptions,
     options: &Options,
-) -> Result<SequenceNumber> {
+) -> Result<(SequenceNumber, Dropped)> {
     let wal_numbers = wals_to_replay(directory, file_system, versions)?;
     // Sized as the buffers the WALs were written from, so its key index does not saturate
     // (and fall back to skiplist searches) when the write buffer is larger than the default.
@@ -264,6 +277,7 @@ pub(super) fn recover_wals(
             options.wal_recovery,
         )
     };
+    let mut dropped = Dropped::default();
     for (index, &number) in wal_numbers.iter().enumerate() {
         let path = filename::wal_path(directory, number);
         let contents = read(&path)?;
@@ -278,11 +292,13 @@ pub(super) fn recover_wals(
                 let reason = lost_tail_reason(&path, &lost);
                 // Said even when no newer WAL is ignored: records of this WAL were dropped.
                 eprintln!("cairn: {reason}");
+                dropped.records += lost.dropped_records as u64;
+                dropped.bytes += contents.size_bytes().saturating_sub(lost.offset);
                 reason
             }
             WalEnd::StartsPastPredecessor(first) => {
                 // The record that starts past the end is in this WAL: it is dropped too.
-                warn_ignored_wals(
+                dropped = warn_ignored_wals(
                     directory,
                     wal_numbers.get(index..).unwrap_or_default(),
                     &format!(
@@ -296,12 +312,14 @@ pub(super) fn recover_wals(
                 break;
             }
         };
-        warn_ignored_wals(directory, newer, &ended, &read);
+        let ignored = warn_ignored_wals(directory, newer, &ended, &read);
+        dropped.records += ignored.records;
+        dropped.bytes += ignored.bytes;
         break;
     }
     debug_assert!(replay.last_sequence >= versions.last_sequence);
     write_replayed(directory, file_system, versions, table_options, &replay)?;
-    Ok(replay.last_sequence)
+    Ok((replay.last_sequence, dropped))
 }
 
 /// How the replay of one WAL ended.
@@ -466,25 +484,26 @@ fn warn_ignored_wals(
     newer: &[u64],
     reason: &str,
     read: &dyn Fn(&Path) -> Result<LogContents>,
-) {
+) -> Dropped {
+    let mut dropped = Dropped::default();
     if newer.is_empty() {
-        return;
+        return dropped;
     }
-    let dropped_records: usize = newer
-        .iter()
-        .map(|&number| {
-            read(&filename::wal_path(directory, number)).map_or(0, |contents| {
-                contents.record_count()
-                    + contents
-                        .lost_unsynced_tail
-                        .map_or(0, |lost| lost.dropped_records)
-            })
-        })
-        .sum();
+    for &number in newer {
+        if let Ok(contents) = read(&filename::wal_path(directory, number)) {
+            let lost = contents
+                .lost_unsynced_tail
+                .map_or(0, |lost| lost.dropped_records);
+            dropped.records += (contents.record_count() + lost) as u64;
+            dropped.bytes += contents.size_bytes();
+        }
+    }
     eprintln!(
-        "cairn: {reason}; ignoring {} WAL(s) of unsynced writes ({dropped_records} records)",
-        newer.len()
+        "cairn: {reason}; ignoring {} WAL(s) of unsynced writes ({} records)",
+        newer.len(),
+        dropped.records
     );
+    dropped
 }
 
 /// The warning for a WAL whose unsynced tail had a hole (`WalRecovery::PointInTime`).
