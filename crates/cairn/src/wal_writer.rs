@@ -50,9 +50,9 @@
 //!    holds the first reservation of the successor it installs: a record larger than the
 //!    segment size cannot be starved by small reservations landing in its successor first.
 //! 7. A log's file starts with the WAL header record (`wal::wal_header_record`), written with
-//!    its first records. After a sync of the live log, the next bytes written (ahead of the next
-//!    records) are a sync marker naming the file length that sync made durable, which is
-//!    exactly the marker's own offset: recovery uses markers to tell damaged synced bytes
+//!    its first records. After a sync of the live log, the next bytes written (ahead of the
+//!    next records) are a sync marker naming the file length that sync made durable, at or
+//!    below the marker's own offset: recovery uses markers to tell damaged synced bytes
 //!    (corruption) from a hole in the unsynced tail. A marker is written only with records
 //!    after it, so a finished log never ends in one, and the final sync of a finished log
 //!    (`sync_finished`) writes none: an unsynced trailing marker, torn by a power loss, would
@@ -406,6 +406,9 @@ impl Log {
                     Some(Err(error)) => return Err(error),
                     None => {}
                 }
+            } else if !sync {
+                // Written since `done()` was checked: done. Only a sync waiter syncs.
+                continue;
             } else if let Ok(role) = self.sync_role.try_lock() {
                 let outcome = self.sync_written();
                 drop(role);
@@ -418,7 +421,7 @@ impl Log {
                 self.failed.get().is_some()
                     || done()
                     || if written() {
-                        self.sync_role.try_lock().is_ok()
+                        sync && self.sync_role.try_lock().is_ok()
                     } else {
                         !led && self.leader.try_lock().is_ok()
                     }
