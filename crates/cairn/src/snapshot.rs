@@ -7,18 +7,18 @@
 //! variant of cLSM §3.2.
 //!
 //! Live snapshots are registered so that flush and compaction keep the versions they need
-//! (`compaction::VersionFilter`). Registration is lock-free: a snapshot claims a free slot
-//! with a compare-and-swap (marking it *pending*), then reads the visible sequence, then
-//! publishes it. A flush or compaction reads the slots after fixing its inputs, and waits
-//! for a pending slot to be published (a window of two loads and a store, unless the
-//! registering thread is preempted in it: the waiter then parks on the list's `Parker`,
-//! which every registration notifies after it publishes). It must not skip a pending slot: the snapshot may
-//! have read its sequence *before* the slots were read and be about to publish a sequence
-//! below versions the flush would then drop (this happened: a history-checked scan missed
-//! keys). A slot still free when read is safe to miss: that snapshot reads the visible
-//! sequence later, which is at least every sequence in the inputs, so it sits in the newest
-//! stripe, whose newest version is kept anyway. When every slot is taken, snapshots fall
-//! back to a mutex-guarded list (registered under the mutex that compactions read it under).
+//! (`compaction::VersionFilter`). Registration is lock-free: a snapshot claims a free slot with
+//! a compare-and-swap (marking it *pending*), then reads the visible sequence, then publishes
+//! it. A flush or compaction reads the slots after fixing its inputs, and waits for a pending
+//! slot to be published (a window of two loads and a store, unless the registering thread is
+//! preempted in it: the waiter then parks on the list's `Parker`, which every registration
+//! notifies after it publishes). It must not skip a pending slot: the snapshot may have read
+//! its sequence *before* the slots were read and be about to publish a sequence below versions
+//! the flush would then drop (this happened: a history-checked scan missed keys). A slot still
+//! free when read is safe to miss: that snapshot reads the visible sequence later, which is at
+//! least every sequence in the inputs, so it sits in the newest stripe, whose newest version is
+//! kept anyway. When every slot is taken, snapshots fall back to a mutex-guarded list
+//! (registered under the mutex that compactions read it under).
 //!
 //! Invariants:
 //! 1. A snapshot's sequence is in `sequences()` for every call that starts after the
