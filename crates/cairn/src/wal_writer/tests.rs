@@ -329,3 +329,43 @@ fn a_non_sync_write_does_not_wait_for_the_current_logs_sync() {
     assert!(log.written_sequence() >= sequence);
     assert!(log.synced_sequence.load(Ordering::Acquire) >= synced_sequence);
 }
+
+/// A failed fdatasync through the sync handle is sticky (invariant 8): the sync writer gets
+/// the error, and every later write of the log fails, plain or synced, even though the
+/// leader that writes never saw the failure.
+#[test]
+fn a_failed_sync_beside_the_leader_fails_every_later_write() {
+    use crate::fs::fault::{FaultKind, FaultPlan};
+    use crate::fs::{FaultFs, FileSystem};
+    let fs = FaultFs::new();
+    let log = Log::new(
+        1,
+        PathBuf::from("/sticky.log"),
+        Some(fs.create(std::path::Path::new("/sticky.log")).unwrap()),
+        1,
+        4096,
+        None,
+        Arc::new(StdAtomicU64::new(0)),
+    );
+    write_one(&log, false).unwrap();
+    fs.set_plan(FaultPlan::Matching {
+        operation: "sync",
+        path_contains: "sticky",
+        skip: 0,
+        kind: FaultKind::Eio,
+        crash: false,
+    });
+    assert!(
+        write_one(&log, true).is_err(),
+        "the failed sync was acknowledged"
+    );
+    fs.set_plan(FaultPlan::None);
+    assert!(
+        write_one(&log, false).is_err(),
+        "a plain write after a failed sync"
+    );
+    assert!(
+        write_one(&log, true).is_err(),
+        "a sync write after a failed sync"
+    );
+}
