@@ -7,26 +7,30 @@
 //! variant of cLSM §3.2.
 //!
 //! Live snapshots are registered so that flush and compaction keep the versions they need
-//! (`compaction::VersionFilter`). Registration is lock-free: a snapshot claims a free slot
-//! with a compare-and-swap (marking it *pending*), then reads the visible sequence, then
-//! publishes it. A flush or compaction reads the slots after fixing its inputs, and waits
-//! for a pending slot to be published (a window of two loads and a store, unless the
-//! registering thread is preempted in it). It must not skip a pending slot: the snapshot may
-//! have read its sequence *before* the slots were read and be about to publish a sequence
-//! below versions the flush would then drop (this happened: a history-checked scan missed
-//! keys). A slot still free when read is safe to miss: that snapshot reads the visible
-//! sequence later, which is at least every sequence in the inputs, so it sits in the newest
-//! stripe, whose newest version is kept anyway. When every slot is taken, snapshots fall
-//! back to a mutex-guarded list (registered under the mutex that compactions read it under).
+//! (`compaction::VersionFilter`). Registration is lock-free: a snapshot claims a free slot with
+//! a compare-and-swap (marking it *pending*), then reads the visible sequence, then publishes
+//! it. A flush or compaction reads the slots after fixing its inputs, and waits for a pending
+//! slot to be published (a window of two loads and a store, unless the registering thread is
+//! preempted in it: the waiter then parks on the list's `Parker`, which every registration
+//! notifies after it publishes). It must not skip a pending slot: the snapshot may have read
+//! its sequence *before* the slots were read and be about to publish a sequence below versions
+//! the flush would then drop (this happened: a history-checked scan missed keys). A slot still
+//! free when read is safe to miss: that snapshot reads the visible sequence later, which is at
+//! least every sequence in the inputs, so it sits in the newest stripe, whose newest version is
+//! kept anyway. When every slot is taken, snapshots fall back to a mutex-guarded list
+//! (registered under the mutex that compactions read it under).
 //!
-//! Invariant: a snapshot's sequence is in `sequences()` for every call that starts after the
-//! snapshot's slot was claimed, until it is released.
+//! Invariants:
+//! 1. A snapshot's sequence is in `sequences()` for every call that starts after the
+//!    snapshot's slot was claimed, until it is released.
+//! 2. A slot is `PENDING` only between its claim and its publication, and every publication
+//!    notifies `parker` after the store (a parked `sequences()` misses no publication).
 //!
 //! Thread-safety contract: all methods take `&self` and may be called from any thread; the
 //! fast path (`acquire` with a free slot, `release`) takes no lock.
 
 use crate::key::SequenceNumber;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, Parker};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -42,6 +46,8 @@ pub struct SnapshotList {
     /// `FREE`, `PENDING`, or `sequence + 1`.
     slots: Box<[AtomicU64]>,
     overflow: Mutex<BTreeMap<SequenceNumber, usize>>,
+    /// Where `sequences()` sleeps when a registration is preempted while pending.
+    parker: Parker,
 }
 
 impl Default for SnapshotList {
@@ -49,6 +55,7 @@ impl Default for SnapshotList {
         SnapshotList {
             slots: (0..SNAPSHOT_SLOTS).map(|_| AtomicU64::new(FREE)).collect(),
             overflow: Mutex::new(BTreeMap::new()),
+            parker: Parker::default(),
         }
     }
 }
@@ -76,6 +83,8 @@ impl SnapshotList {
             {
                 let sequence = visible();
                 slot.store(sequence + 1, Ordering::Release);
+                // Invariant 2: a flush or compaction may be parked on this slot.
+                self.parker.notify();
                 return Snapshot {
                     inner: Arc::new(SnapshotInner {
                         sequence,
@@ -105,7 +114,8 @@ impl SnapshotList {
             let mut value = slot.load(Ordering::Acquire);
             let mut round = 0u32;
             while value == PENDING {
-                crate::sync::spin_wait(&mut round);
+                self.parker
+                    .wait(&mut round, || slot.load(Ordering::Acquire) != PENDING);
                 value = slot.load(Ordering::Acquire);
             }
             if value != FREE {
@@ -132,6 +142,11 @@ impl SnapshotList {
         match place {
             Place::Slot(index) => {
                 if let Some(slot) = self.slots.get(index) {
+                    if cfg!(feature = "invariants") {
+                        // Invariant 2: only a published slot is ever released.
+                        let published = slot.load(Ordering::Acquire);
+                        assert_eq!(published, sequence + 1, "released an unpublished slot");
+                    }
                     slot.store(FREE, Ordering::Release);
                 }
             }

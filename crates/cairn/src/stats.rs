@@ -52,6 +52,14 @@ pub struct Counters {
     pub stop_micros: StripedCounter,
     /// Obsolete files deleted.
     pub files_deleted: StripedCounter,
+    /// Valid WAL records the last open found but did not replay because the recovered prefix
+    /// ended before them (point-in-time recovery past a hole in an unsynced tail, or newer
+    /// WALs after a torn or lost tail): unsynced writes lost to the crash.
+    pub wal_recovery_dropped_records: StripedCounter,
+    /// WAL bytes the last open did not replay for the same reason: from a hole in an
+    /// unsynced tail to the end of its WAL, plus every ignored newer WAL (a torn tail's own
+    /// bytes are not counted: they never held a whole record).
+    pub wal_recovery_dropped_bytes: StripedCounter,
 }
 
 impl Counters {
@@ -178,6 +186,14 @@ impl Counters {
             ("stop_writes", load(&self.stop_writes)),
             ("stop_micros", load(&self.stop_micros)),
             ("files_deleted", load(&self.files_deleted)),
+            (
+                "wal_recovery_dropped_records",
+                load(&self.wal_recovery_dropped_records),
+            ),
+            (
+                "wal_recovery_dropped_bytes",
+                load(&self.wal_recovery_dropped_bytes),
+            ),
         ]
     }
 }

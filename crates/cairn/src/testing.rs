@@ -39,7 +39,9 @@ pub mod filename {
 
 /// The fuzz targets' bodies (run by `fuzz/` and replayed by `tests/fuzz.rs`).
 pub mod fuzzing {
-    pub use crate::fuzzing::{fuzz_block, fuzz_table, fuzz_version_edit, fuzz_wal};
+    pub use crate::fuzzing::{
+        fuzz_block, fuzz_table, fuzz_version_edit, fuzz_wal, fuzz_wal_recovery,
+    };
 }
 
 /// The iterator protocol every internal source implements.

@@ -278,6 +278,11 @@ impl LogContents {
     pub fn record_count(&self) -> usize {
         self.records.len()
     }
+
+    /// Length of the log read, in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.bytes.len() as u64
+    }
 }
 
 /// Checks for a valid record at `offset` whose payload is at most `payload_max` bytes;

@@ -13,14 +13,17 @@
 //! A record is published by one release store of its 8-byte header (`wal::record_header`,
 //! hence 8-byte aligned records). One writer at a time — the *leader*, elected with a
 //! `try_lock`, never a blocking lock — writes the longest prefix of published records to the
-//! file and, when some waiter asked for it, syncs; every other writer waits for the written
-//! (or synced) sequence to reach its own.
+//! file; every other writer waits for the written sequence to reach its own. A writer that
+//! asked for a sync then takes the separate *sync role* (again by `try_lock`) and fdatasyncs
+//! everything written so far through the file's `SyncHandle`, while the next leader keeps
+//! writing (invariant 8); sync waiters wait for the synced sequence.
 //!
 //! Thread-safety contract: every method takes `&self` and may be called from any thread.
 //! Waiting happens only for other writers' progress (their memcpy, or the leader's I/O): a
-//! waiter spins, yields, then parks on the log's `Parker`, which every leader notifies after
-//! it lets go of the role (a writer that publishes a record always reaches its own wait and
-//! leads, so the waiters for that record are woken).
+//! waiter spins, yields, then parks on the log's `Parker`, which every leader and every
+//! syncer notifies after it lets go of its role (a writer that publishes a record always
+//! reaches its own wait and leads, so the waiters for that record are woken). A writer that
+//! asked for no sync waits only for writes (its own and lower ones), never for an fdatasync.
 //!
 //! Invariants:
 //! 1. Reservations in one segment are disjoint and ordered: byte order = sequence order.
@@ -34,7 +37,7 @@
 //!    asked of the new log: a switch no longer stalls every writer for the `fdatasync` of a
 //!    whole memtable's log (100–200 ms for 64 MiB). That sync is done by the waiter that
 //!    asked, before it competes for the leader role and holding no lock the new log's
-//!    writers need; until it is done no leader syncs the new log, so a writer that asked for
+//!    writers need; until it is done nobody syncs the new log, so a writer that asked for
 //!    no sync never waits for it. A log is *retired* once its memtable is
 //!    flushed: its records are in a synced table, so it never needs a sync, and it lets go of
 //!    its file and its own predecessor (the chain of unsynced logs stays as short as the list
@@ -47,248 +50,40 @@
 //!    holds the first reservation of the successor it installs: a record larger than the
 //!    segment size cannot be starved by small reservations landing in its successor first.
 //! 7. A log's file starts with the WAL header record (`wal::wal_header_record`), written with
-//!    its first records. After a sync in `lead`, the next bytes written (ahead of the next
-//!    records) are a sync marker naming the file length that sync made durable, which is
-//!    exactly the marker's own offset: recovery uses markers to tell damaged synced bytes
+//!    its first records. After a sync of the live log, the next bytes written (ahead of the
+//!    next records) are a sync marker naming the file length that sync made durable, at or
+//!    below the marker's own offset: recovery uses markers to tell damaged synced bytes
 //!    (corruption) from a hole in the unsynced tail. A marker is written only with records
 //!    after it, so a finished log never ends in one, and the final sync of a finished log
 //!    (`sync_finished`) writes none: an unsynced trailing marker, torn by a power loss, would
-//!    read as a torn tail and hide every newer log.
+//!    read as a torn tail and hide every newer log. With syncs beside the leader (invariant
+//!    8), the marker names the length the sync covered, which may lie below its own offset
+//!    (the leader wrote on while the sync ran); `wal` accepts any length at or before it.
+//! 8. No fdatasync of a live log holds the leader role: `lead` only writes, and publishes
+//!    `written_bytes` (all flushed) before `written_sequence`; the syncer reads the sequence,
+//!    then the bytes, syncs through a separate handle and raises `synced_sequence` to that
+//!    sequence only — bytes written during the sync count as unsynced. Syncs of one log are
+//!    serialised by `sync_role`. A file system without a `SyncHandle` falls back to syncing
+//!    under the leader role (plain writers then wait for it). A failed sync is sticky: every
+//!    later write of the log fails.
 
 use crate::error::{Error, Result};
-use crate::fs::WritableFile;
+use crate::fs::{SyncHandle, WritableFile};
 use crate::sync::{AtomicU64, Ordering, Parker};
-use crate::wal::{
-    record_bytes, record_header, sync_marker_record, wal_header_record, RECORD_HEADER_BYTES,
-};
-use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use crate::wal::{record_bytes, sync_marker_record, wal_header_record};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-const SEALED: u64 = 1 << 63;
-const SEQUENCE_SHIFT: u32 = 40;
-const BYTES_MASK: u64 = (1 << SEQUENCE_SHIFT) - 1;
-/// Sequences one segment may hand out (the field has 23 bits; staying at half of it keeps
-/// an in-progress reservation from carrying into the sealed bit).
-pub const SEGMENT_SEQUENCES_MAX: u64 = 1 << 21;
-/// Default segment buffer size.
-pub const SEGMENT_BYTES_DEFAULT: usize = 1 << 20;
-
-/// What a reservation attempt got.
-#[derive(Debug)]
-pub enum Reserve {
-    /// Sequences `[sequence, sequence + count)` and bytes `[offset, offset + bytes)`.
-    Reserved {
-        /// The segment holding the reservation (a guard, not a clone: no shared reference
-        /// count is touched per write).
-        segment: arc_swap::Guard<Arc<Segment>>,
-        /// First reserved sequence.
-        sequence: u64,
-        /// Byte offset inside the segment buffer.
-        offset: usize,
-    },
-    /// The segment is sealed; retry after the log or the memtable moves on.
-    Sealed,
-}
-
-/// One buffer of a log. See the module documentation.
-pub struct Segment {
-    base_sequence: u64,
-    capacity_bytes: usize,
-    buffer: *mut u8,
-    reservation: AtomicU64,
-    /// `(end byte offset, end sequence)` once sealed: nothing at or past them is reserved.
-    sealed_end: OnceLock<(usize, u64)>,
-    next: OnceLock<Arc<Segment>>,
-}
-
-// SAFETY: the buffer is written only in disjoint reserved regions (invariant 1) and read by
-// the leader only after the region's header was published with a release store.
-unsafe impl Send for Segment {}
-// SAFETY: as above.
-unsafe impl Sync for Segment {}
-
-impl std::fmt::Debug for Segment {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("Segment")
-            .field("base_sequence", &self.base_sequence)
-            .field("capacity_bytes", &self.capacity_bytes)
-            .finish()
-    }
-}
-
-impl Segment {
-    /// A segment starting at `base_sequence` with room for `capacity_bytes` (0 for a log
-    /// without a file: sequences only).
-    pub fn new(base_sequence: u64, capacity_bytes: usize) -> Self {
-        let capacity_bytes = capacity_bytes.next_multiple_of(8);
-        let buffer = if capacity_bytes == 0 {
-            std::ptr::null_mut()
-        } else {
-            let Ok(layout) = Layout::from_size_align(capacity_bytes, 8) else {
-                handle_alloc_error(Layout::new::<u64>())
-            };
-            // SAFETY: non-zero size. Zeroed memory is required: a zero header means "not
-            // published yet".
-            let buffer = unsafe { alloc_zeroed(layout) };
-            if buffer.is_null() {
-                handle_alloc_error(layout);
-            }
-            buffer
-        };
-        Segment {
-            base_sequence,
-            capacity_bytes,
-            buffer,
-            reservation: AtomicU64::new(0),
-            sealed_end: OnceLock::new(),
-            next: OnceLock::new(),
-        }
-    }
-
-    /// Tries to reserve `count` sequences and `bytes` bytes. On `Err(())` the segment is full
-    /// and sealed *by this call*: the caller must install the successor.
-    fn try_reserve(
-        &self,
-        count: u64,
-        bytes: usize,
-    ) -> std::result::Result<Option<(u64, usize)>, ()> {
-        let mut current = self.reservation.load(Ordering::Acquire);
-        loop {
-            if current & SEALED != 0 {
-                return Ok(None);
-            }
-            let sequence_offset = current >> SEQUENCE_SHIFT;
-            let byte_offset = (current & BYTES_MASK) as usize;
-            let fits = byte_offset + bytes <= self.capacity_bytes
-                && sequence_offset + count <= SEGMENT_SEQUENCES_MAX;
-            let new = if fits {
-                current + (count << SEQUENCE_SHIFT) + bytes as u64
-            } else {
-                current | SEALED
-            };
-            match self.reservation.compare_exchange_weak(
-                current,
-                new,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) if fits => {
-                    return Ok(Some((self.base_sequence + sequence_offset, byte_offset)))
-                }
-                Ok(_) => {
-                    let _ = self
-                        .sealed_end
-                        .set((byte_offset, self.base_sequence + sequence_offset));
-                    return Err(());
-                }
-                Err(actual) => current = actual,
-            }
-        }
-    }
-
-    /// The next sequence this segment would hand out (its end once sealed).
-    fn next_sequence(&self) -> u64 {
-        let word = self.reservation.load(Ordering::Acquire);
-        self.base_sequence + ((word & !SEALED) >> SEQUENCE_SHIFT)
-    }
-
-    /// Seals the segment; returns the next unused sequence if this call sealed it.
-    fn seal(&self) -> Option<u64> {
-        let previous = self.reservation.fetch_or(SEALED, Ordering::AcqRel);
-        if previous & SEALED != 0 {
-            return None;
-        }
-        let byte_offset = (previous & BYTES_MASK) as usize;
-        let end_sequence = self.base_sequence + (previous >> SEQUENCE_SHIFT);
-        let _ = self.sealed_end.set((byte_offset, end_sequence));
-        Some(end_sequence)
-    }
-
-    /// Copies a record's payload into its reserved region and publishes it.
-    ///
-    /// Panics if the record would not fit the buffer at `offset` or `offset` is not 8-byte
-    /// aligned: both are checked on every call (two comparisons), so no offset, however
-    /// wrong, makes the copy leave the buffer.
-    ///
-    /// # Safety
-    ///
-    /// `offset` must be the offset of a [`Reserve::Reserved`] the caller got from this
-    /// segment and has not published yet, and `record_bytes(payload.len())` must not exceed
-    /// the bytes that reservation asked for. The region is then the caller's alone
-    /// (invariant 1): no other thread writes it, and the leader reads its payload only after
-    /// the header's release store below. Publishing twice, or past the reservation, races
-    /// with another writer's copy or the leader's read.
-    pub unsafe fn publish(&self, offset: usize, payload: &[u8]) {
-        if self.buffer.is_null() {
-            return; // a log without a file: sequences only
-        }
-        let end = offset.checked_add(record_bytes(payload.len()));
-        assert!(
-            end.is_some_and(|end| end <= self.capacity_bytes) && offset.is_multiple_of(8),
-            "a WAL record of {} bytes at offset {offset} is outside the {}-byte segment",
-            payload.len(),
-            self.capacity_bytes
-        );
-        // SAFETY: `[offset, end)` lies inside the buffer and is 8-aligned (asserted above;
-        // the buffer is 8-aligned), and is this caller's alone (the function's contract).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                payload.as_ptr(),
-                self.buffer.add(offset + RECORD_HEADER_BYTES),
-                payload.len(),
-            );
-            let header = &*(self.buffer.add(offset) as *const std::sync::atomic::AtomicU64);
-            header.store(record_header(payload), std::sync::atomic::Ordering::Release);
-        }
-    }
-
-    /// From `offset`, the end of the published prefix and the last sequence in it (`None` if
-    /// nothing new is published).
-    fn published_prefix(&self, mut offset: usize) -> Option<(usize, u64)> {
-        let limit = match self.sealed_end.get() {
-            Some(&(end, _)) => end,
-            None => (self.reservation.load(Ordering::Acquire) & BYTES_MASK) as usize,
-        }
-        .min(self.capacity_bytes);
-        let mut last_sequence = None;
-        while offset + RECORD_HEADER_BYTES <= limit {
-            // SAFETY: in bounds and 8-aligned (see `publish`); the acquire load pairs with
-            // the publisher's release store, so the payload bytes are visible after it.
-            let header =
-                unsafe { (*(self.buffer.add(offset) as *const AtomicU64)).load(Ordering::Acquire) };
-            if header == 0 {
-                break;
-            }
-            let length = (header >> 32) as usize;
-            // SAFETY: the payload of a published record is in bounds and immutable.
-            let payload = unsafe {
-                std::slice::from_raw_parts(self.buffer.add(offset + RECORD_HEADER_BYTES), length)
-            };
-            let first = crate::coding::get_u64(payload, 0).unwrap_or(0);
-            let count = u64::from(crate::coding::get_u32(payload, 8).unwrap_or(0));
-            last_sequence = Some(first + count.max(1) - 1);
-            offset += record_bytes(length);
-        }
-        last_sequence.map(|last| (offset, last))
-    }
-
-    fn bytes(&self, start: usize, end: usize) -> &[u8] {
-        if self.buffer.is_null() || start >= end {
-            return &[];
-        }
-        // SAFETY: callers pass a range of published records inside the buffer.
-        unsafe { std::slice::from_raw_parts(self.buffer.add(start), end - start) }
-    }
-}
+mod segment;
+use self::segment::SEQUENCE_SHIFT;
+pub use self::segment::{Reserve, Segment, SEGMENT_BYTES_DEFAULT, SEGMENT_SEQUENCES_MAX};
 
 /// Appends what goes ahead of a log's next records: the WAL header before the first ones, a
 /// sync marker after a sync (invariant 7).
 fn write_preamble(
     file: &mut dyn WritableFile,
     header_written: &mut bool,
-    pending_sync_marker: &mut Option<u64>,
+    pending_sync_marker: &AtomicU64,
 ) -> Result<()> {
     if !*header_written {
         if cfg!(feature = "invariants") {
@@ -297,29 +92,19 @@ fn write_preamble(
         file.append(&wal_header_record())?;
         *header_written = true;
     }
-    if let Some(durable_bytes) = pending_sync_marker.take() {
+    let durable_bytes = pending_sync_marker.swap(0, Ordering::AcqRel);
+    if durable_bytes != 0 {
         if cfg!(feature = "invariants") {
-            // Invariant 7: nothing was appended between the sync and its marker.
-            assert_eq!(
-                file.size_bytes(),
-                durable_bytes,
-                "sync marker not at the synced length"
+            // Invariant 7: a marker names a length at or before its own offset.
+            assert!(
+                file.size_bytes() >= durable_bytes,
+                "sync marker names {durable_bytes} bytes, past its offset {}",
+                file.size_bytes()
             );
         }
         file.append(&sync_marker_record(durable_bytes))?;
     }
     Ok(())
-}
-
-impl Drop for Segment {
-    fn drop(&mut self) {
-        if !self.buffer.is_null() {
-            if let Ok(layout) = Layout::from_size_align(self.capacity_bytes, 8) {
-                // SAFETY: allocated in `new` with this layout; dropped once.
-                unsafe { dealloc(self.buffer, layout) };
-            }
-        }
-    }
 }
 
 struct LeaderState {
@@ -336,9 +121,6 @@ struct LeaderState {
     trim_unsynced: bool,
     /// The WAL header record is in the file (invariant 7).
     header_written: bool,
-    /// A sync made this many bytes durable; the marker saying so goes ahead of the next
-    /// records (invariant 7).
-    pending_sync_marker: Option<u64>,
 }
 
 /// One WAL file (or, with the WAL off, just a sequence source). See the module docs.
@@ -355,8 +137,17 @@ pub struct Log {
     /// `unsynced_previous` is empty: this log may sync.
     previous_synced: crate::sync::AtomicBool,
     written_sequence: AtomicU64,
+    /// The file's length when `written_sequence` was last raised (stored before it).
+    written_bytes: AtomicU64,
     synced_sequence: AtomicU64,
-    sync_requested: AtomicU64,
+    /// Syncs the file beside the leader, which keeps writing meanwhile (invariant 8); `None`
+    /// if the file system has no such handle (the sync then holds the leader role).
+    sync_handle: Option<Box<dyn SyncHandle>>,
+    /// Held by the one thread syncing this log: syncs of one log never overlap.
+    sync_role: Mutex<()>,
+    /// A sync made this many bytes durable (0: none since the last marker); the marker
+    /// saying so goes ahead of the next records (invariant 7).
+    pending_sync_marker: AtomicU64,
     /// Sequences below this are not in this log (its first segment's base).
     first_sequence: u64,
     has_file: bool,
@@ -370,6 +161,9 @@ pub struct Log {
     /// of the leader role, so a waiter never sleeps through a write it could use or a
     /// leader role it could take (for longer than `PARK_TIMEOUT`).
     parker: Parker,
+    /// Runs right before this log's fdatasync of its live file (tests force interleavings).
+    #[cfg(all(test, not(loom)))]
+    before_sync: tests::Hook,
 }
 
 impl std::fmt::Debug for Log {
@@ -396,6 +190,7 @@ impl Log {
         global_written: Arc<std::sync::atomic::AtomicU64>,
     ) -> Self {
         let has_file = file.is_some();
+        let sync_handle = file.as_ref().and_then(|file| file.sync_handle());
         let segment_bytes = if has_file { segment_bytes.max(4096) } else { 0 };
         let segment = Arc::new(Segment::new(first_sequence, segment_bytes));
         let previous_synced = crate::sync::AtomicBool::new(previous.is_none());
@@ -412,19 +207,23 @@ impl Log {
                 retired: false,
                 trim_unsynced: false,
                 header_written: false,
-                pending_sync_marker: None,
             }),
             unsynced_previous: Mutex::new(previous),
             previous_synced,
             written_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
+            written_bytes: AtomicU64::new(0),
             synced_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
-            sync_requested: AtomicU64::new(0),
+            sync_handle,
+            sync_role: Mutex::new(()),
+            pending_sync_marker: AtomicU64::new(0),
             first_sequence,
             has_file,
             failed: OnceLock::new(),
             sealed_for_good: crate::sync::AtomicBool::new(false),
             global_written,
             parker: Parker::default(),
+            #[cfg(all(test, not(loom)))]
+            before_sync: tests::Hook::default(),
         }
     }
 
@@ -487,11 +286,11 @@ impl Log {
                 }
                 Ok(None) => {
                     // Sealed for good by a memtable switch, or full and sealed by another
-                    // writer who is installing the successor right now.
+                    // writer who is installing the successor right now (it notifies).
                     if self.sealed_for_good.load(Ordering::Acquire) {
                         return Reserve::Sealed;
                     }
-                    crate::sync::spin_wait(&mut round);
+                    self.wait_for_successor(&segment, &mut round);
                 }
             }
         }
@@ -535,7 +334,18 @@ impl Log {
         // per write.
         let guard = arc_swap::Guard::from(Arc::clone(&successor));
         self.current.store(successor);
+        // Writers (and a `seal`) waiting for the successor of `full` may be parked.
+        self.parker.notify();
         (guard, end_sequence)
+    }
+
+    /// One step of waiting for the writer that sealed the full `segment` to install its
+    /// successor (a roll-over in progress): spin, yield, then park until it notifies.
+    fn wait_for_successor(&self, segment: &Segment, round: &mut u32) {
+        self.parker.wait(round, || {
+            !std::ptr::eq(Arc::as_ptr(&self.current.load()), segment)
+                || self.sealed_for_good.load(Ordering::Acquire)
+        });
     }
 
     /// Seals the log for good (a memtable switch): no reservation succeeds afterwards.
@@ -550,7 +360,7 @@ impl Log {
             }
             // A writer sealed it because it was full; that writer always installs a
             // successor, which this loop then seals.
-            crate::sync::spin_wait(&mut round);
+            self.wait_for_successor(&segment, &mut round);
         }
     }
 
@@ -560,34 +370,27 @@ impl Log {
         if !self.has_file {
             return Ok(());
         }
-        if sync {
-            self.sync_requested.fetch_max(last, Ordering::AcqRel);
-            if !self.previous_synced.load(Ordering::Acquire) {
-                // Invariant 4 off the writers' path: once `last` is written (which finishes
-                // the predecessor), this waiter syncs the predecessor itself, holding no lock
-                // the other writers of this log need; no leader syncs this log before that.
-                self.wait_for(last, false)?;
-                if let Err(error) = self.sync_previous() {
-                    let _ = self.failed.set(error.clone());
-                    self.parker.notify();
-                    return Err(error);
-                }
+        if sync && !self.previous_synced.load(Ordering::Acquire) {
+            // Invariant 4 off the writers' path: once `last` is written (which finishes the
+            // predecessor), this waiter syncs the predecessor itself, holding no lock the
+            // other writers of this log need; nobody syncs this log before that.
+            self.wait_for(last, false)?;
+            if let Err(error) = self.sync_previous() {
+                let _ = self.failed.set(error.clone());
+                self.parker.notify();
+                return Err(error);
             }
         }
         self.wait_for(last, sync)
     }
 
-    /// The waiting loop of `wait_durable`, once the predecessor is taken care of.
+    /// The waiting loop of `wait_durable`, once the predecessor is taken care of: lead the
+    /// writes until `last` is written, then (with `sync`) take the sync role until it is
+    /// synced. A writer that asked for no sync never waits for the sync role.
     fn wait_for(&self, last: u64, sync: bool) -> Result<()> {
         let mut round = 0;
-        let done = || {
-            self.written_sequence.load(Ordering::Acquire) >= last
-                && (!sync || self.synced_sequence.load(Ordering::Acquire) >= last)
-        };
-        let progress = || {
-            let written = self.written_sequence.load(Ordering::Acquire);
-            (written, self.synced_sequence.load(Ordering::Acquire))
-        };
+        let written = || self.written_sequence.load(Ordering::Acquire) >= last;
+        let done = || written() && (!sync || self.synced_sequence.load(Ordering::Acquire) >= last);
         loop {
             if let Some(error) = self.failed.get() {
                 return Err(error.clone());
@@ -596,31 +399,55 @@ impl Log {
                 return Ok(());
             }
             let mut led = false;
-            if let Ok(mut state) = self.leader.try_lock() {
-                let before = progress();
-                let outcome = self.lead(&mut state);
-                if let Err(error) = &outcome {
-                    let _ = self.failed.set(error.clone());
+            if !written() {
+                match self.try_lead() {
+                    Some(Ok(true)) => continue,
+                    Some(Ok(false)) => led = true,
+                    Some(Err(error)) => return Err(error),
+                    None => {}
                 }
-                drop(state);
-                // After letting go of the role: a parked waiter may be done now, or may
-                // have to lead (it checks the role is free before it sleeps).
+            } else if !sync {
+                // Written since `done()` was checked: done. Only a sync waiter syncs.
+                continue;
+            } else if let Ok(role) = self.sync_role.try_lock() {
+                let outcome = self.sync_written();
+                drop(role);
+                // Sync waiters parked on the role, or on this sync, may go on now.
                 self.parker.notify();
                 outcome?;
-                if progress() != before {
-                    continue;
-                }
-                // Nothing new was published: a lower writer is between reserving and
-                // publishing. It leads (and so notifies) once it reaches its own wait.
-                led = true;
+                continue;
             }
             self.parker.wait(&mut round, || {
-                self.failed.get().is_some() || done() || (!led && self.leader.try_lock().is_ok())
+                self.failed.get().is_some()
+                    || done()
+                    || if written() {
+                        sync && self.sync_role.try_lock().is_ok()
+                    } else {
+                        !led && self.leader.try_lock().is_ok()
+                    }
             });
         }
     }
 
-    /// Writes every published record and, if requested, syncs. Caller holds `leader`.
+    /// Leads one round of writes if the leader role is free (`None` if it is not): whether
+    /// the written watermark moved.
+    fn try_lead(&self) -> Option<Result<bool>> {
+        let mut state = self.leader.try_lock().ok()?;
+        let before = self.written_sequence.load(Ordering::Acquire);
+        let outcome = self.lead(&mut state);
+        if let Err(error) = &outcome {
+            let _ = self.failed.set(error.clone());
+        }
+        drop(state);
+        // After letting go of the role: a parked waiter may be done now, or may have to
+        // lead (it checks the role is free before it sleeps). If nothing new was published,
+        // a lower writer is between reserving and publishing: it leads (and so notifies)
+        // once it reaches its own wait.
+        self.parker.notify();
+        Some(outcome.map(|()| self.written_sequence.load(Ordering::Acquire) != before))
+    }
+
+    /// Writes every published record. Caller holds `leader`. Never syncs (invariant 8).
     fn lead(&self, state: &mut LeaderState) -> Result<()> {
         if let Some(previous) = state.previous_unwritten.as_ref() {
             // Invariant 4: the predecessor's records come first in the sequence order.
@@ -635,7 +462,7 @@ impl Log {
                     write_preamble(
                         file.as_mut(),
                         &mut state.header_written,
-                        &mut state.pending_sync_marker,
+                        &self.pending_sync_marker,
                     )?;
                     file.append(bytes)?;
                 }
@@ -659,6 +486,10 @@ impl Log {
         if let Some(last) = last_written {
             if let Some(file) = state.file.as_mut() {
                 file.flush()?;
+                // Before the sequence: a syncer that sees the sequence sees at least these
+                // bytes, all of them flushed (invariant 8).
+                self.written_bytes
+                    .store(file.size_bytes(), Ordering::Release);
             }
             // The database-wide watermark first: a writer acknowledged once it sees this
             // log's is then already covered by the database's, so a read that waits for an
@@ -667,28 +498,48 @@ impl Log {
                 .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
             self.written_sequence.store(last, Ordering::Release);
         }
+        Ok(())
+    }
+
+    /// Syncs everything written so far. Caller holds `sync_role`; the leader keeps writing
+    /// meanwhile (invariant 8). A failure is sticky: every later write of this log fails.
+    fn sync_written(&self) -> Result<()> {
+        // Sequence first, then bytes: the bytes cover at least that sequence's records, and
+        // every one of them was flushed before this sync starts.
         let written = self.written_sequence.load(Ordering::Acquire);
-        // Invariant 4: older logs are durable (or retired) before this one syncs; until then
-        // the waiter that asked for the sync syncs them (`wait_durable`) and then leads.
-        if self.sync_requested.load(Ordering::Acquire)
-            > self.synced_sequence.load(Ordering::Acquire)
-            && written > self.synced_sequence.load(Ordering::Acquire)
-            && self.previous_synced.load(Ordering::Acquire)
-        {
-            if cfg!(feature = "invariants") {
-                // Invariant 4: "previous synced" is set only once the predecessor is let go.
-                if let Ok(previous) = self.unsynced_previous.try_lock() {
-                    assert!(
-                        previous.is_none(),
-                        "syncing before the predecessor is durable"
-                    );
-                }
+        let durable_bytes = self.written_bytes.load(Ordering::Acquire);
+        if written <= self.synced_sequence.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if cfg!(feature = "invariants") {
+            // Invariant 4: older logs are durable (or retired) before this one syncs.
+            assert!(
+                self.previous_synced.load(Ordering::Acquire),
+                "syncing before the predecessor is durable"
+            );
+        }
+        #[cfg(all(test, not(loom)))]
+        self.before_sync.run();
+        let outcome = match &self.sync_handle {
+            Some(handle) => handle.sync(),
+            // No handle: sync through the writer, holding the leader role for it.
+            None => {
+                let mut state = self
+                    .leader
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                // A retired log's file is gone (`take`n), and it needs no sync.
+                state.file.as_mut().map_or(Ok(()), |file| file.sync())
             }
-            if let Some(file) = state.file.as_mut() {
-                file.sync()?;
-                state.pending_sync_marker = Some(file.size_bytes());
-            }
-            self.synced_sequence.store(written, Ordering::Release);
+        };
+        if let Err(error) = outcome {
+            let _ = self.failed.set(error.clone());
+            return Err(error);
+        }
+        self.synced_sequence.fetch_max(written, Ordering::AcqRel);
+        if self.has_file {
+            self.pending_sync_marker
+                .fetch_max(durable_bytes, Ordering::AcqRel);
         }
         Ok(())
     }
@@ -722,6 +573,11 @@ impl Log {
         }
         // Older logs first (invariant 4); a retired log let go of them already.
         self.sync_previous()?;
+        // Syncs of one log never overlap (a late one must not report an older length).
+        let _role = self
+            .sync_role
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Blocking is fine: this log is sealed and finished, so only a `retire` or another
         // successor-side sync can hold its leader lock, never one of its writers.
         let mut state = self
@@ -740,7 +596,7 @@ impl Log {
                 }
             }
             state.trim_unsynced = false;
-            self.synced_sequence.store(written, Ordering::Release);
+            self.synced_sequence.fetch_max(written, Ordering::AcqRel);
         }
         Ok(())
     }

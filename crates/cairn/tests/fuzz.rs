@@ -75,6 +75,11 @@ fn fuzz_wal_reader() {
 }
 
 #[test]
+fn fuzz_wal_recovery() {
+    run("wal_recovery", cairn::testing::fuzzing::fuzz_wal_recovery);
+}
+
+#[test]
 fn fuzz_block_reader() {
     run("block", cairn::testing::fuzzing::fuzz_block);
 }

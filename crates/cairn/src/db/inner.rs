@@ -13,6 +13,10 @@
 //!    sequence written to the OS.
 //! 2. Once `has_sticky_error` is set, `sticky_error` holds the first error and keeps it; no
 //!    write is accepted afterwards (`check_writable`).
+//! 3. Every wait here is parked after a short spin (`sync::Parker`) on a parker that the
+//!    thread making the awaited progress notifies: `wait_visible` on the inserted watermark's
+//!    and then on the WAL's (leading its group commit if no one else is), the switch wait on
+//!    `switch_parker`, notified by `install_switch` and by `set_sticky_error`.
 
 use super::super_version::SuperVersion;
 use crate::compaction::{self, CompactionPolicy, ShapeOptions};
@@ -24,8 +28,10 @@ use crate::sequence::{Acknowledged, Watermark};
 use crate::snapshot::SnapshotList;
 use crate::sstable::TableOptions;
 use crate::stats::{Counters, LevelStats, Stats};
+use crate::sync::Parker;
 use crate::table_cache::TableCache;
 use crate::version::VersionSet;
+use crate::wal_writer::Log;
 use arc_swap::ArcSwap;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -87,6 +93,8 @@ pub(super) struct DbInner {
     pub(super) counters: Counters,
     pub(super) pending_outputs: Mutex<HashSet<u64>>,
     pub(super) compaction_lock: Mutex<()>,
+    /// Writers waiting for a memtable switch to be installed park here (invariant 3).
+    pub(super) switch_parker: Parker,
 }
 
 /// Creates the file of a new WAL: memory-mapped where the options and the file system allow.
@@ -127,6 +135,8 @@ impl DbInner {
         self.has_sticky_error.store(true, Ordering::Release);
         drop(sticky);
         self.background_changed.notify_all();
+        // A writer parked for a switch that will now never come must see the error.
+        self.switch_parker.notify();
     }
 
     /// The sequence readers use: every write at or below it is inserted and logged.
@@ -160,15 +170,66 @@ impl DbInner {
         )
     }
 
-    /// Waits until `visible()` reaches `sequence` (a short wait for lower in-flight writes).
+    /// Waits until `visible()` reaches `sequence`: first for lower writers' inserts, then
+    /// for the WAL to be written that far, leading the group commit of the log holding
+    /// `sequence` if no one else is (both parked after a short spin: invariant 3). It never
+    /// waits for an fdatasync.
     pub(super) fn wait_visible(&self, sequence: SequenceNumber) -> Result<()> {
         self.inserted.wait_for(sequence);
+        if self.visible() >= sequence {
+            return Ok(());
+        }
+        if let Some(log) = self.log_holding(sequence) {
+            if let Err(error) = log.wait_durable(sequence, false) {
+                self.check_writable()?;
+                return Err(error);
+            }
+        }
+        // Reached only if the log was retired meanwhile, which happens after its last
+        // sequence became visible: at most a parked step or two.
         let mut round = 0u32;
         while self.visible() < sequence {
             self.check_writable()?;
-            crate::sync::spin_wait(&mut round);
+            self.inserted.parker().wait(&mut round, || {
+                self.visible() >= sequence || self.has_sticky_error.load(Ordering::Acquire)
+            });
         }
         Ok(())
+    }
+
+    /// The live log that holds `sequence` (the newest whose first sequence is at or below
+    /// it), if its buffer is still in the super version.
+    fn log_holding(&self, sequence: SequenceNumber) -> Option<Arc<Log>> {
+        let super_version = self.super_version.load();
+        let memory = &super_version.memory;
+        std::iter::once(memory.active())
+            .chain(memory.sealed())
+            .map(|buffer| buffer.log())
+            .filter(|log| log.first_sequence() <= sequence)
+            .max_by_key(|log| log.first_sequence())
+            .cloned()
+    }
+
+    /// A named point where a unit test can force an interleaving: runs this thread's hook
+    /// (`tests::RACE_HOOK`) in test builds; nothing otherwise.
+    #[inline]
+    pub(super) fn race_point(&self, point: &'static str) {
+        #[cfg(test)]
+        tests::run_race_hook(point);
+        let _ = point;
+    }
+
+    /// One step of waiting until `buffer` is no longer the active buffer (another writer is
+    /// sealing it): spin, yield, then park until the switch is installed (invariant 3).
+    pub(super) fn wait_switch_step(
+        &self,
+        round: &mut u32,
+        buffer: &Arc<crate::memory::WriteBuffer>,
+    ) {
+        self.switch_parker.wait(round, || {
+            !Arc::ptr_eq(self.super_version.load().memory.active(), buffer)
+                || self.has_sticky_error.load(Ordering::Acquire)
+        });
     }
 
     /// Wakes the compaction thread.
@@ -209,3 +270,6 @@ impl DbInner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -87,6 +87,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     let table_options = TableOptions::from(&options);
     let replay = replay_wals(directory, file_system.as_ref(), &mut versions, &options)?;
     let last_sequence = replay.last_sequence;
+    let dropped = replay.dropped;
     let written = Arc::new(AtomicU64::new(last_sequence));
     let active = if options.read_only {
         read_only_buffer(&replay, &options, &written)?
@@ -141,8 +142,14 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
         counters: Counters::default(),
         pending_outputs: Mutex::new(HashSet::new()),
         compaction_lock: Mutex::new(()),
+        switch_parker: crate::sync::Parker::default(),
         options,
     });
+    Counters::add(
+        &inner.counters.wal_recovery_dropped_records,
+        dropped.records,
+    );
+    Counters::add(&inner.counters.wal_recovery_dropped_bytes, dropped.bytes);
     if !inner.options.read_only {
         inner.delete_obsolete_files();
     }
@@ -320,8 +327,16 @@ fn wals_to_replay(
     Ok(wal_numbers)
 }
 
+/// What recovery found in the WALs but did not replay (`Stats` counters
+/// `wal_recovery_dropped_*`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Dropped {
+    pub(super) records: u64,
+    pub(super) bytes: u64,
+}
+
 /// Replays the WALs the MANIFEST does not cover into memory; `replay.last_sequence` is then
-/// the largest sequence number in the database.
+/// the largest sequence number in the database and `replay.dropped` what was not replayed.
 fn replay_wals(
     directory: &Path,
     file_system: &dyn FileSystem,
@@ -336,6 +351,7 @@ fn replay_wals(
         manifest_last_sequence: versions.last_sequence,
         last_sequence: versions.last_sequence,
         expected_next: None,
+        dropped: Dropped::default(),
     };
     let read = |path: &Path| {
         read_wal(
@@ -346,6 +362,7 @@ fn replay_wals(
             options.wal_recovery,
         )
     };
+    let mut dropped = Dropped::default();
     for (index, &number) in wal_numbers.iter().enumerate() {
         let path = filename::wal_path(directory, number);
         let contents = read(&path)?;
@@ -360,11 +377,13 @@ fn replay_wals(
                 let reason = lost_tail_reason(&path, &lost);
                 // Said even when no newer WAL is ignored: records of this WAL were dropped.
                 log::warn!("cairn: {reason}");
+                dropped.records += lost.dropped_records as u64;
+                dropped.bytes += contents.size_bytes().saturating_sub(lost.offset);
                 reason
             }
             WalEnd::StartsPastPredecessor(first) => {
                 // The record that starts past the end is in this WAL: it is dropped too.
-                warn_ignored_wals(
+                dropped = warn_ignored_wals(
                     directory,
                     wal_numbers.get(index..).unwrap_or_default(),
                     &format!(
@@ -378,10 +397,13 @@ fn replay_wals(
                 break;
             }
         };
-        warn_ignored_wals(directory, newer, &ended, &read);
+        let ignored = warn_ignored_wals(directory, newer, &ended, &read);
+        dropped.records += ignored.records;
+        dropped.bytes += ignored.bytes;
         break;
     }
     debug_assert!(replay.last_sequence >= versions.last_sequence);
+    replay.dropped = dropped;
     Ok(replay)
 }
 
@@ -407,6 +429,8 @@ struct Replay {
     last_sequence: SequenceNumber,
     /// The sequence the next record must start at (None before the first record).
     expected_next: Option<SequenceNumber>,
+    /// What recovery found but did not replay.
+    dropped: Dropped,
 }
 
 impl Replay {
@@ -547,25 +571,26 @@ fn warn_ignored_wals(
     newer: &[u64],
     reason: &str,
     read: &dyn Fn(&Path) -> Result<LogContents>,
-) {
+) -> Dropped {
+    let mut dropped = Dropped::default();
     if newer.is_empty() {
-        return;
+        return dropped;
     }
-    let dropped_records: usize = newer
-        .iter()
-        .map(|&number| {
-            read(&filename::wal_path(directory, number)).map_or(0, |contents| {
-                contents.record_count()
-                    + contents
-                        .lost_unsynced_tail
-                        .map_or(0, |lost| lost.dropped_records)
-            })
-        })
-        .sum();
+    for &number in newer {
+        if let Ok(contents) = read(&filename::wal_path(directory, number)) {
+            let lost = contents
+                .lost_unsynced_tail
+                .map_or(0, |lost| lost.dropped_records);
+            dropped.records += (contents.record_count() + lost) as u64;
+            dropped.bytes += contents.size_bytes();
+        }
+    }
     log::warn!(
-        "cairn: {reason}; ignoring {} WAL(s) of unsynced writes ({dropped_records} records)",
-        newer.len()
+        "cairn: {reason}; ignoring {} WAL(s) of unsynced writes ({} records)",
+        newer.len(),
+        dropped.records
     );
+    dropped
 }
 
 /// The warning for a WAL whose unsynced tail had a hole (`WalRecovery::PointInTime`).

@@ -55,6 +55,7 @@ impl DbInner {
         };
         debug_assert_eq!(next.memory.sealed().len(), sealed_count + 1, "invariant 2");
         self.super_version.store(Arc::new(next));
+        self.switch_parker.notify();
     }
 
     /// Installs `version` (just logged to the MANIFEST) and, for a flush, drops the flushed

@@ -225,12 +225,7 @@ impl DbInner {
         let mut round = 0u32;
         while Arc::ptr_eq(self.super_version.load().memory.active(), buffer) {
             self.check_writable()?;
-            if round > 1000 {
-                std::thread::sleep(Duration::from_micros(50));
-            } else {
-                crate::sync::spin_wait(&mut round);
-            }
-            round = round.saturating_add(1);
+            self.wait_switch_step(&mut round, buffer);
         }
         let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         if waited > 100 {
@@ -357,6 +352,7 @@ impl DbInner {
         // newer log's flush raised `log_number`.
         background.preparing_wal = true;
         drop(background);
+        self.race_point("take_next_wal: creating");
         let created = self.create_next_wal();
         lock(&self.background).preparing_wal = false;
         self.background_changed.notify_all();
@@ -364,7 +360,7 @@ impl DbInner {
     }
 
     /// Prepares the next switch's WAL unless one is prepared or being prepared.
-    fn prepare_next_wal(&self) {
+    pub(super) fn prepare_next_wal(&self) {
         {
             let mut background = lock(&self.background);
             if background.preparing_wal

@@ -290,6 +290,11 @@ impl WritableFile for MappedWritableFile {
         self.reserved_bytes
     }
 
+    fn sync_handle(&self) -> Option<Box<dyn super::SyncHandle>> {
+        // fdatasync writes back pages dirtied through any shared mapping of the inode.
+        super::std::StdSyncHandle::of(&self.file, &self.path)
+    }
+
     fn trim(&mut self) -> Result<bool> {
         if self.reserved_bytes == self.size_bytes {
             return Ok(false);

@@ -12,7 +12,7 @@
 //!    only writes through a handle).
 //! 2. A path is in `locks` exactly while a `MemFileLock` for it is alive.
 
-use super::{copy_at, not_found, FileLock, FileSystem, RandomAccessFile, WritableFile};
+use super::{copy_at, not_found, FileLock, FileSystem, RandomAccessFile, SyncHandle, WritableFile};
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -102,6 +102,20 @@ impl WritableFile for MemWritableFile {
 
     fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    fn sync_handle(&self) -> Option<Box<dyn SyncHandle>> {
+        Some(Box::new(MemSyncHandle))
+    }
+}
+
+/// Nothing to make durable in memory.
+#[derive(Debug)]
+struct MemSyncHandle;
+
+impl SyncHandle for MemSyncHandle {
+    fn sync(&self) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -21,6 +21,8 @@
 //! 4. A newly created or renamed file's *name* is durable only after `sync_dir` on its parent.
 //! 5. `size_bytes <= allocated_bytes`; a `trim` that returns true changed the length, which is
 //!    durable only after the next `sync` of that file.
+//! 6. A [`SyncHandle`]'s `sync` makes durable at least every byte flushed (and the length
+//!    reached) before that call started, even while the file keeps being appended to.
 
 pub mod fault;
 #[cfg(target_os = "linux")]
@@ -59,6 +61,29 @@ pub trait WritableFile: Send + Sync + Debug {
     fn allocated_bytes(&self) -> u64 {
         self.size_bytes()
     }
+    /// A handle that syncs this file from another thread while its writer keeps appending
+    /// (invariant 6), or `None` (the default) if syncing is only possible through `sync`.
+    /// The write-ahead log uses it so that its fdatasync never holds up writers.
+    ///
+    /// ```
+    /// use cairn::fs::{FileSystem, MemFs};
+    /// let fs = MemFs::new();
+    /// let mut file = fs.create(std::path::Path::new("/log")).unwrap();
+    /// file.append(b"record").unwrap();
+    /// file.flush().unwrap();
+    /// if let Some(handle) = file.sync_handle() {
+    ///     handle.sync().unwrap(); // "record" is durable; `file` stays usable meanwhile
+    /// }
+    /// ```
+    fn sync_handle(&self) -> Option<Box<dyn SyncHandle>> {
+        None
+    }
+}
+
+/// Syncs a [`WritableFile`] independently of its writer (see [`WritableFile::sync_handle`]).
+pub trait SyncHandle: Send + Sync + Debug {
+    /// Makes every byte flushed before this call started durable, with the file's length.
+    fn sync(&self) -> Result<()>;
 }
 
 /// A file opened for positional reads.

@@ -12,7 +12,7 @@
 //! 2. The user-space buffer never holds more than `WRITE_BUFFER_BYTES`; `flush` and `sync`
 //!    empty it before returning `Ok`.
 
-use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use super::{FileLock, FileSystem, RandomAccessFile, SyncHandle, WritableFile};
 use crate::error::{Error, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -68,6 +68,38 @@ impl WritableFile for StdWritableFile {
 
     fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    fn sync_handle(&self) -> Option<Box<dyn SyncHandle>> {
+        StdSyncHandle::of(&self.file, &self.path)
+    }
+}
+
+/// A second descriptor of a file: `fdatasync` on it covers every byte written through any
+/// descriptor before the call (the kernel syncs the inode, not the descriptor).
+#[derive(Debug)]
+pub(super) struct StdSyncHandle {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl StdSyncHandle {
+    /// A handle on `file`, or `None` if the descriptor cannot be duplicated (the caller then
+    /// syncs through its writer).
+    pub(super) fn of(file: &std::fs::File, path: &Path) -> Option<Box<dyn SyncHandle>> {
+        let file = file.try_clone().ok()?;
+        Some(Box::new(StdSyncHandle {
+            file,
+            path: path.to_path_buf(),
+        }))
+    }
+}
+
+impl SyncHandle for StdSyncHandle {
+    fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|error| Error::io("sync", &self.path, error))
     }
 }
 

@@ -267,3 +267,105 @@ fn a_non_sync_write_does_not_wait_for_the_previous_logs_sync() {
     // Invariant 4 still holds: the old log is durable before the new one counts as synced.
     assert_eq!(old.synced_sequence.load(Ordering::Acquire), 1);
 }
+
+/// A test hook a log runs at a fixed point (see `Log::before_sync`).
+#[derive(Default)]
+pub(super) struct Hook(std::sync::Mutex<Option<Box<dyn Fn() + Send>>>);
+
+impl Hook {
+    pub(super) fn set(&self, hook: impl Fn() + Send + 'static) {
+        *self.0.lock().unwrap() = Some(Box::new(hook));
+    }
+
+    pub(super) fn run(&self) {
+        let hook = self.0.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
+}
+
+/// Bug (debt D, the general case): the leader fdatasynced the current log while holding the
+/// leader role, so a writer that asked for no sync, arriving while a sync was in flight,
+/// waited for that fdatasync. Deterministic: the sync is held at its start until the plain
+/// write completes (or 20 s pass, the failure), so no timing decides the outcome.
+#[test]
+fn a_non_sync_write_does_not_wait_for_the_current_logs_sync() {
+    use crate::fs::{FaultFs, FileSystem};
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let fs = FaultFs::new();
+    let log = Arc::new(Log::new(
+        1,
+        PathBuf::from("/cur.log"),
+        Some(fs.create(std::path::Path::new("/cur.log")).unwrap()),
+        1,
+        4096,
+        None,
+        Arc::new(StdAtomicU64::new(0)),
+    ));
+    write_one(&log, false).unwrap();
+    let (started_tx, started_rx) = mpsc::channel();
+    let (plain_done_tx, plain_done_rx) = mpsc::channel::<()>();
+    let (verdict_tx, verdict_rx) = mpsc::channel();
+    log.before_sync.set(move || {
+        started_tx.send(()).unwrap();
+        // Holds the fdatasync at its start until the plain write is acknowledged.
+        let plain_first = plain_done_rx.recv_timeout(Duration::from_secs(20)).is_ok();
+        verdict_tx.send(plain_first).unwrap();
+    });
+    let syncer = {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || write_one(&log, true).unwrap())
+    };
+    started_rx.recv().unwrap();
+    let sequence = write_one(&log, false).unwrap();
+    let _ = plain_done_tx.send(());
+    let synced_sequence = syncer.join().unwrap();
+    assert!(
+        verdict_rx.recv().unwrap(),
+        "a non-sync write waited for the current log's fdatasync in flight"
+    );
+    assert!(log.written_sequence() >= sequence);
+    assert!(log.synced_sequence.load(Ordering::Acquire) >= synced_sequence);
+}
+
+/// A failed fdatasync through the sync handle is sticky (invariant 8): the sync writer gets
+/// the error, and every later write of the log fails, plain or synced, even though the
+/// leader that writes never saw the failure.
+#[test]
+fn a_failed_sync_beside_the_leader_fails_every_later_write() {
+    use crate::fs::fault::{FaultKind, FaultPlan};
+    use crate::fs::{FaultFs, FileSystem};
+    let fs = FaultFs::new();
+    let log = Log::new(
+        1,
+        PathBuf::from("/sticky.log"),
+        Some(fs.create(std::path::Path::new("/sticky.log")).unwrap()),
+        1,
+        4096,
+        None,
+        Arc::new(StdAtomicU64::new(0)),
+    );
+    write_one(&log, false).unwrap();
+    fs.set_plan(FaultPlan::Matching {
+        operation: "sync",
+        path_contains: "sticky",
+        skip: 0,
+        kind: FaultKind::Eio,
+        crash: false,
+    });
+    assert!(
+        write_one(&log, true).is_err(),
+        "the failed sync was acknowledged"
+    );
+    fs.set_plan(FaultPlan::None);
+    assert!(
+        write_one(&log, false).is_err(),
+        "a plain write after a failed sync"
+    );
+    assert!(
+        write_one(&log, true).is_err(),
+        "a sync write after a failed sync"
+    );
+}

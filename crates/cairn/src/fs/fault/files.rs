@@ -14,7 +14,7 @@
 use super::model::State;
 use super::{injected_error, FaultKind};
 use crate::error::Result;
-use crate::fs::{FileLock, RandomAccessFile, WritableFile};
+use crate::fs::{FileLock, RandomAccessFile, SyncHandle, WritableFile};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -131,6 +131,53 @@ impl WritableFile for FaultWritableFile {
 
     fn allocated_bytes(&self) -> u64 {
         self.inner.allocated_bytes()
+    }
+
+    fn sync_handle(&self) -> Option<Box<dyn SyncHandle>> {
+        Some(Box::new(FaultSyncHandle {
+            state: Arc::clone(&self.state),
+            inner: self.inner.sync_handle()?,
+            path: self.path.clone(),
+            inode: self.inode,
+        }))
+    }
+}
+
+/// A [`SyncHandle`] of a [`FaultWritableFile`]: it runs while the writer appends, so the
+/// model takes what the sync covers at its start and applies it when it returns.
+#[derive(Debug)]
+struct FaultSyncHandle {
+    state: Arc<Mutex<State>>,
+    inner: Box<dyn SyncHandle>,
+    path: PathBuf,
+    inode: u64,
+}
+
+impl SyncHandle for FaultSyncHandle {
+    fn sync(&self) -> Result<()> {
+        // Counted, checked and snapshotted at its start: bytes appended while the sync runs
+        // (including an injected latency) are not made durable by it.
+        let covered = {
+            let mut state = lock_state(&self.state);
+            if let Some(kind) = state.check("sync", &self.path, true) {
+                return Err(injected_error("sync", &self.path, kind));
+            }
+            state
+                .inode_mut(self.inode)
+                .map(|inode| (inode.data.len(), inode.allocated))
+        };
+        wait_latency(&self.state, "sync", &self.path);
+        self.inner.sync()?;
+        let mut state = lock_state(&self.state);
+        if state.crashed {
+            // The machine went down before the sync returned: nothing may count on it.
+            return Err(injected_error("sync", &self.path, FaultKind::Eio));
+        }
+        if let (Some((bytes, length)), Some(inode)) = (covered, state.inode_mut(self.inode)) {
+            inode.synced_to(bytes, length);
+        }
+        state.check_invariants();
+        Ok(())
     }
 }
 

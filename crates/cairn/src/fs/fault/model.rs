@@ -96,6 +96,15 @@ impl Inode {
         self.synced_bytes = self.data.len();
         self.durable_length = self.allocated;
     }
+
+    /// A sync that started when the file held `bytes` bytes and was `length` long returned.
+    /// A sync that covers less than one already returned changes nothing.
+    pub(super) fn synced_to(&mut self, bytes: usize, length: u64) {
+        if bytes >= self.synced_bytes {
+            self.synced_bytes = bytes;
+            self.durable_length = length.max(bytes as u64);
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

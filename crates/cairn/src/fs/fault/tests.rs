@@ -196,3 +196,35 @@ fn latency_delays_only_matching_operations() {
     log.sync().unwrap();
     assert!(started.elapsed() < delay);
 }
+
+/// A sync through a `SyncHandle` runs while the writer appends: it makes durable what was
+/// appended before it started, not what was appended while it ran (the model snapshots at
+/// the start). Whatever the scheduling, the bytes appended after the sync was counted are
+/// never claimed durable by it.
+#[test]
+fn a_sync_handle_makes_durable_only_what_was_written_before_it_started() {
+    let fs = FaultFs::new();
+    let directory = Path::new("/d");
+    let path = directory.join("log");
+    let mut file = write(&fs, &path, &[1u8; 100], false);
+    fs.sync_dir(directory).unwrap();
+    let handle = file.sync_handle().unwrap();
+    fs.set_latency("sync", "log", std::time::Duration::from_millis(200));
+    let before = fs.operation_count();
+    let syncer = std::thread::spawn(move || handle.sync().unwrap());
+    while fs.operation_count() == before {
+        std::thread::yield_now();
+    }
+    file.append(&[2u8; 2000]).unwrap();
+    syncer.join().unwrap();
+    let mut lengths = HashSet::new();
+    for seed in 0..200 {
+        let data = fs.crash_image(seed).file_contents(&path).unwrap();
+        assert_eq!(&data[..100], &[1u8; 100], "synced bytes lost");
+        lengths.insert(data.len());
+    }
+    assert!(
+        lengths.iter().any(|&length| length < 2100),
+        "bytes appended during the sync were made durable by it"
+    );
+}

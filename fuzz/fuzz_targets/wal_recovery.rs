@@ -1,0 +1,9 @@
+//! cargo-fuzz target: see `cairn::testing::fuzzing::fuzz_wal_recovery` for what it drives and
+//! checks (WAL format v2: sync markers, point-in-time and strict recovery).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    cairn::testing::fuzzing::fuzz_wal_recovery(data);
+});
