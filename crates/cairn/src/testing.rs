@@ -76,6 +76,7 @@ pub mod sstable {
     pub mod format {
         pub use crate::sstable::format::{
             encode_block, FOOTER_BYTES, FOOTER_VERSION_OFFSET, FORMAT_VERSION,
+            FORMAT_VERSION_OLDEST,
         };
     }
 }

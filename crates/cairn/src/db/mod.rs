@@ -71,8 +71,12 @@ pub use super_version::SuperVersion;
 pub enum Update {
     /// Leave the key as it is (nothing is written).
     Keep,
-    /// Store this value.
+    /// Store this value (without an expiry: a previous expiry is cleared).
     Put(Vec<u8>),
+    /// Store this value, reading as absent from the given time on (see
+    /// [`Db::put_with_expiry`]); to keep a key's expiry, pass back the one the function was
+    /// given by [`Db::update_with`].
+    PutWithExpiry(Vec<u8>, std::time::SystemTime),
     /// Delete the key.
     Delete,
 }
@@ -143,6 +147,47 @@ impl Db {
         self.inner.get(key, None)
     }
 
+    /// Sets `key` to `value` until `expiry`: from then on the key reads as absent (from
+    /// `get`, `get_at`, iterators and read-modify-write alike, hiding any older value), and
+    /// compaction drops it. Expiry is measured with the system clock.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// # let dir = std::env::temp_dir().join(format!("cairn-doc-put-expiry-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let db = cairn::Db::open(&dir, cairn::Options::default())?;
+    /// let expiry = SystemTime::now() + Duration::from_secs(3600);
+    /// db.put_with_expiry(b"k", b"v", expiry)?;
+    /// let (value, stored_expiry) = db.get_with_expiry(b"k")?.unwrap();
+    /// assert_eq!(value, b"v");
+    /// assert!(stored_expiry.is_some());
+    /// db.put_with_expiry(b"k", b"v", SystemTime::now() - Duration::from_secs(1))?;
+    /// assert_eq!(db.get(b"k")?, None);
+    /// # drop(db);
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn put_with_expiry(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        expiry: std::time::SystemTime,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put_with_expiry(key, value, expiry);
+        self.write(&WriteOptions::default(), batch)
+    }
+
+    /// The value of `key` in the latest state with its expiry (`None`: the value never
+    /// expires). The expiry is stored in whole milliseconds since the Unix epoch.
+    pub fn get_with_expiry(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<(Vec<u8>, Option<std::time::SystemTime>)>> {
+        let found = self.inner.get_with_expiry(key, None)?;
+        Ok(found.map(|(value, expiry)| (value, expiry.map(crate::expiry::from_millis))))
+    }
+
     /// The value of `key` as of `snapshot`.
     pub fn get_at(&self, snapshot: &Snapshot, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get(key, Some(snapshot.sequence()))
@@ -156,12 +201,13 @@ impl Db {
     where
         F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
     {
-        let mut decide = |current: Option<&[u8]>| match f(current) {
-            Some(value) => Update::Put(value),
-            None => Update::Delete,
-        };
+        let mut decide =
+            |current: Option<(&[u8], Option<u64>)>| match f(current.map(|(value, _)| value)) {
+                Some(value) => Update::Put(value),
+                None => Update::Delete,
+            };
         self.inner
-            .read_modify_write(key, &mut decide)
+            .read_modify_write(&WriteOptions::default(), key, &mut decide)
             .map(|(value, _)| value)
     }
 
@@ -175,7 +221,51 @@ impl Db {
     where
         F: FnMut(Option<&[u8]>) -> Update,
     {
-        self.inner.read_modify_write(key, &mut decide)
+        let mut decide =
+            |current: Option<(&[u8], Option<u64>)>| decide(current.map(|(value, _)| value));
+        self.inner
+            .read_modify_write(&WriteOptions::default(), key, &mut decide)
+    }
+
+    /// The most general read-modify-write: like [`Db::read_modify_write`], with write
+    /// `options` (so `sync` covers it) and `decide` given the current value's expiry too, so
+    /// it can keep it ([`Update::PutWithExpiry`] with the same time), set it, or clear it
+    /// ([`Update::Put`]).
+    ///
+    /// ```
+    /// use cairn::{Update, WriteOptions};
+    /// use std::time::{Duration, SystemTime};
+    /// # let dir = std::env::temp_dir().join(format!("cairn-doc-update-with-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let db = cairn::Db::open(&dir, cairn::Options::default())?;
+    /// db.put_with_expiry(b"greeting", b"hello", SystemTime::now() + Duration::from_secs(60))?;
+    /// let mut options = WriteOptions::default();
+    /// options.sync = true;
+    /// // Append, keeping the expiry.
+    /// db.update_with(&options, b"greeting", |current| match current {
+    ///     Some((value, Some(expiry))) => Update::PutWithExpiry([value, b" world"].concat(), expiry),
+    ///     Some((value, None)) => Update::Put([value, b" world"].concat()),
+    ///     None => Update::Put(b" world".to_vec()),
+    /// })?;
+    /// let (value, expiry) = db.get_with_expiry(b"greeting")?.unwrap();
+    /// assert_eq!((value.as_slice(), expiry.is_some()), (&b"hello world"[..], true));
+    /// # drop(db);
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn update_with<F>(
+        &self,
+        options: &WriteOptions,
+        key: &[u8],
+        mut decide: F,
+    ) -> Result<(Option<Vec<u8>>, Option<SequenceNumber>)>
+    where
+        F: FnMut(Option<(&[u8], Option<std::time::SystemTime>)>) -> Update,
+    {
+        let mut decide = |current: Option<(&[u8], Option<u64>)>| {
+            decide(current.map(|(value, expiry)| (value, expiry.map(crate::expiry::from_millis))))
+        };
+        self.inner.read_modify_write(options, key, &mut decide)
     }
 
     /// Stores `value` only if `key` is absent; returns whether it stored it.

@@ -20,7 +20,7 @@
 
 use super::block::BlockBuilder;
 use super::bloom::BloomFilterBuilder;
-use super::format::{encode_block, BlockHandle, Footer, FORMAT_VERSION};
+use super::format::{encode_block, BlockHandle, Footer, FORMAT_VERSION, FORMAT_VERSION_OLDEST};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
@@ -97,7 +97,7 @@ impl TableBuilder {
             options,
             last_key: Vec::new(),
             properties: TableProperties {
-                format_version: FORMAT_VERSION,
+                format_version: FORMAT_VERSION_OLDEST,
                 smallest_sequence: u64::MAX,
                 ..TableProperties::default()
             },
@@ -142,6 +142,10 @@ impl TableBuilder {
         properties.entry_count += 1;
         if parsed.kind == ValueKind::Delete {
             properties.delete_count += 1;
+        }
+        if parsed.kind == ValueKind::PutWithExpiry {
+            // Only a table holding the newer kind carries the newer version.
+            properties.format_version = FORMAT_VERSION;
         }
         properties.smallest_sequence = properties.smallest_sequence.min(parsed.sequence);
         properties.largest_sequence = properties.largest_sequence.max(parsed.sequence);
@@ -252,7 +256,7 @@ impl TableBuilder {
             index: index_handle,
             filter: filter_handle,
             properties: properties_handle,
-            format_version: FORMAT_VERSION,
+            format_version: self.properties.format_version,
         };
         self.append(&footer.encode())?;
         self.file.sync()?;

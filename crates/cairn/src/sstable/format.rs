@@ -47,10 +47,15 @@ pub const FOOTER_MAGIC_OFFSET: usize = FOOTER_VERSION_OFFSET + 4;
 /// Footer offset of the masked crc32c u32, which covers footer bytes `0..FOOTER_CRC_OFFSET`.
 pub const FOOTER_CRC_OFFSET: usize = FOOTER_MAGIC_OFFSET + 8;
 
-/// The table format version this code writes, and the only one it reads. On disk: bump it
-/// (never reuse a number) for any change to a byte of a table file; docs/format.md, "Changing
-/// the format", says what else that change must do.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest table format version this code writes and reads: version 2 tables may hold
+/// entries of kind `PutWithExpiry`. On disk: bump it (never reuse a number) for any change to
+/// a byte of a table file; docs/format.md, "Changing the format", says what else that change
+/// must do.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest table format version this code reads. A table without expiring entries is
+/// still written as this version, byte for byte as before, so older builds keep reading it.
+pub const FORMAT_VERSION_OLDEST: u32 = 1;
 
 /// Magic number at footer bytes 52..60; its little-endian bytes spell `cairnSST`.
 /// On disk: never change.
@@ -173,8 +178,8 @@ impl Footer {
         ) else {
             return Err(corrupt(0, "footer truncated".to_string()));
         };
-        if format_version != FORMAT_VERSION {
-            let age = if format_version < FORMAT_VERSION {
+        if !(FORMAT_VERSION_OLDEST..=FORMAT_VERSION).contains(&format_version) {
+            let age = if format_version < FORMAT_VERSION_OLDEST {
                 "is too old"
             } else {
                 "is newer than this build"
@@ -182,8 +187,8 @@ impl Footer {
             return Err(corrupt(
                 FOOTER_VERSION_OFFSET,
                 format!(
-                    "table format version {format_version} {age}; this build reads version \
-                     {FORMAT_VERSION} only"
+                    "table format version {format_version} {age}; this build reads versions \
+                     {FORMAT_VERSION_OLDEST} to {FORMAT_VERSION}"
                 ),
             ));
         }
