@@ -257,3 +257,19 @@ fn compaction_turns_expired_values_into_tombstones_and_drops_them_only_at_the_ba
         Decision::Drop
     );
 }
+
+#[test]
+fn the_user_filter_sees_an_expiring_value_without_its_expiry_and_change_keeps_it() {
+    use crate::expiry::encode;
+    let expiry = Expiry;
+    let mut filter = VersionFilter::new(&[], None).with_compaction_filter(Some(&expiry), 1);
+    let stored = encode(u64::MAX - 1, b"quiet");
+    assert_eq!(
+        filter.decide(b"shout1", 9, ValueKind::PutWithExpiry, &stored),
+        Decision::Rewrite(ValueKind::PutWithExpiry, encode(u64::MAX - 1, b"QUIET"))
+    );
+    assert_eq!(
+        filter.decide(b"shout2", 9, ValueKind::Put, b"plain"),
+        Decision::Rewrite(ValueKind::Put, b"PLAIN".to_vec())
+    );
+}

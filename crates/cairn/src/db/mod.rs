@@ -197,6 +197,7 @@ impl Db {
     /// the new value. `f` runs outside any lock and may run more than once if another write to
     /// `key` races it (see `read_modify_write` in the source); the call takes no lock but may
     /// wait for lower writes still in flight. A panic in `f` leaves the database usable.
+    /// The new value has no expiry; [`Db::update_with`] can keep or set one.
     pub fn update<F>(&self, key: &[u8], mut f: F) -> Result<Option<Vec<u8>>>
     where
         F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
@@ -274,7 +275,7 @@ impl Db {
     }
 
     /// Replaces the value of `key` with `new` (None deletes) only if it currently equals
-    /// `expected` (None: absent); returns whether it did.
+    /// `expected` (None: absent, or expired); returns whether it did. `new` has no expiry.
     pub fn compare_and_swap(
         &self,
         key: &[u8],
@@ -286,7 +287,8 @@ impl Db {
 
     /// Adds `delta` to the integer stored at `key` (decimal ASCII, as Redis stores it; absent
     /// counts as 0) and returns the new value. Fails with `InvalidArgument` if the value is not
-    /// an integer or the sum overflows.
+    /// an integer or the sum overflows. A counter written with an expiry keeps it (as Redis's
+    /// INCR keeps a key's TTL); an expired one counts as absent.
     pub fn increment(&self, key: &[u8], delta: i64) -> Result<i64> {
         self.inner.increment(key, delta)
     }
