@@ -103,8 +103,14 @@ fn engine_expiry(key: &[u8], value: &[u8]) -> Option<(Vec<u8>, SystemTime)> {
     if key.first() != Some(&META) {
         return None;
     }
-    layout::split_string_expiry(value)
-        .map(|(plain, at)| (plain, UNIX_EPOCH + Duration::from_millis(at)))
+    let (plain, at) = layout::split_string_expiry(value)?;
+    #[cfg(feature = "invariants")]
+    assert_eq!(
+        layout::join_expiry(&plain, at),
+        value,
+        "invariant 4: the envelope read back equals the one written"
+    );
+    Some((plain, UNIX_EPOCH + Duration::from_millis(at)))
 }
 
 /// The envelope as callers see it: the engine's expiry folded back in (invariant 4).
