@@ -1,9 +1,10 @@
-//! Key expiry in this first cut: the expiry time lives in the value envelope
-//! ([`crate::layout`]); reads treat an expired record as absent at once and delete it
-//! (`commands::load`), and a background sampler deletes expired keys nobody reads.
-//!
-//! The next step is moving expiry into the engine, so compaction drops expired entries
-//! through a compaction filter and the sampler's scans go away.
+//! Key expiry. The commands see an expiry time in the value envelope ([`crate::layout`]).
+//! On the `db` engine a string's expiry is the engine's own (`cairn::Db::put_with_expiry`):
+//! the engine hides an expired string from every read at once and compaction drops it, with
+//! nothing for the server to do. Everywhere else — hashes on `db` (whose fields must go with
+//! them) and every key on `memstore` — the expiry lives in the envelope: reads treat an
+//! expired record as absent at once and delete it (`commands::load`), and a background
+//! sampler deletes expired keys nobody reads.
 //!
 //! Thread-safety contract: `now_ms` is a pure clock read; `run_sampler` is one task that
 //! takes the key locks like any writer (through `commands::load`).

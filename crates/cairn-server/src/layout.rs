@@ -7,13 +7,17 @@
 //! - `h` + user-key length (u32, big-endian) + user key + field: one hash field's raw value.
 //!   The length prefix keeps one hash's fields contiguous and apart from every other hash
 //!   whose key merely starts with the same bytes, so `HGETALL` is one range scan.
-//! - `\0sync`: a key that is never read; under `--sync always` a synced delete of it makes the
-//!   engine's unsynced read-modify-writes durable (the log is synced in order).
 //!
 //! Envelope (the value under an `m` key): one tag byte, whose low bits are the type (1 string,
 //! 2 hash) and whose bit 0x80 says an expiry follows; then, if so, the expiry as milliseconds
 //! since the Unix epoch (u64, big-endian); then the payload: a string's bytes, or a hash's
-//! field count (u64, big-endian).
+//! field count (u64, big-endian). This is the form the commands and the in-memory stores
+//! see. The LSM store (`store::DbStore`) keeps a string's expiry in the engine instead
+//! (`cairn::Db::put_with_expiry`): it stores the envelope without the expiry
+//! ([`split_string_expiry`]) and puts it back on reads ([`join_expiry`]), so the engine hides
+//! an expired string at once and compaction drops it. A hash's expiry stays in its envelope:
+//! its fields are separate engine keys that must be deleted with it, which the server's own
+//! expiry path (`commands::load`, the sampler) does.
 //!
 //! Thread-safety contract: pure functions.
 //!
@@ -24,8 +28,6 @@
 
 /// The tag bit saying an expiry follows.
 const HAS_EXPIRY: u8 = 0x80;
-/// Engine key that under `--sync always` is deleted with a sync to flush the log.
-pub const SYNC_KEY: &[u8] = b"\0sync";
 /// Prefix of key records.
 pub const META: u8 = b'm';
 /// Prefix of hash fields.
@@ -148,6 +150,36 @@ impl Record {
     }
 }
 
+/// A string envelope with an expiry, split into the envelope without it and the expiry in
+/// Unix milliseconds; `None` for anything else (no expiry, a hash, not an envelope).
+pub fn split_string_expiry(envelope: &[u8]) -> Option<(Vec<u8>, u64)> {
+    let (&tag, rest) = envelope.split_first()?;
+    if tag != Kind::String.tag() | HAS_EXPIRY {
+        return None;
+    }
+    let (at, payload) = rest.split_at_checked(8)?;
+    let at = u64::from_be_bytes(at.try_into().ok()?);
+    let mut plain = Vec::with_capacity(1 + payload.len());
+    plain.push(Kind::String.tag());
+    plain.extend_from_slice(payload);
+    Some((plain, at))
+}
+
+/// The envelope `plain` (without an expiry) with expiry `at` (Unix milliseconds) put back:
+/// the inverse of [`split_string_expiry`]. An envelope that already has one is returned as is.
+pub fn join_expiry(plain: &[u8], at: u64) -> Vec<u8> {
+    match plain.split_first() {
+        Some((&tag, payload)) if tag & HAS_EXPIRY == 0 => {
+            let mut out = Vec::with_capacity(ENVELOPE_HEADER_MAX + payload.len());
+            out.push(tag | HAS_EXPIRY);
+            out.extend_from_slice(&at.to_be_bytes());
+            out.extend_from_slice(payload);
+            out
+        }
+        _ => plain.to_vec(),
+    }
+}
+
 /// The engine key of a user key's record.
 pub fn meta_key(key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + key.len());
@@ -203,6 +235,29 @@ mod tests {
         assert_eq!(Record::decode(b""), None);
         assert_eq!(Record::decode(b"\x09"), None);
         assert_eq!(Record::decode(b"\x81\x00"), None);
+    }
+
+    #[test]
+    fn string_expiry_splits_off_and_joins_back() {
+        let record = Record::string(b"payload".to_vec(), Some(1_700_000_000_123));
+        let (plain, at) = split_string_expiry(&record.encode()).unwrap();
+        assert_eq!(at, 1_700_000_000_123);
+        assert_eq!(
+            Record::decode(&plain),
+            Some(Record::string(b"payload".to_vec(), None))
+        );
+        assert_eq!(join_expiry(&plain, at), record.encode());
+        // Hashes and strings without an expiry are left alone.
+        assert_eq!(
+            split_string_expiry(&Record::hash(2, Some(5)).encode()),
+            None
+        );
+        assert_eq!(
+            split_string_expiry(&Record::string(b"v".to_vec(), None).encode()),
+            None
+        );
+        let hash = Record::hash(2, Some(5)).encode();
+        assert_eq!(join_expiry(&hash, 9), hash);
     }
 
     #[test]

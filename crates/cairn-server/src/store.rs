@@ -14,13 +14,21 @@
 //!    and writers of one key are serialized by the server's key locks.
 //! 2. `update`'s decision function may run several times (the engine retries it); only its
 //!    last run takes effect, so callers keep their outcome in variables each run overwrites.
-//! 3. Under `--sync always` every write is durable before it returns (see `DbStore::sync`).
+//! 3. Under `--sync always` every write is durable before it returns, read-modify-writes
+//!    included (`DbStore` passes its write options to `Db::update_with`).
+//! 4. `DbStore` keeps a string record's expiry in the engine, not in the stored envelope
+//!    (`layout::split_string_expiry`), and every value it returns from `get` or `update`
+//!    carries it again (`layout::join_expiry`): callers see the same envelopes from every
+//!    store. Values returned by `scan` lack it (the engine's iterators do not expose expiry);
+//!    they are never expired, since the engine hides expired entries.
 
-use crate::layout::SYNC_KEY;
+use crate::layout::{self, META};
 use cairn::{Db, MemStore, Update, WriteBatch, WriteOptions};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One operation of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,30 +88,58 @@ impl DbStore {
         DbStore { db, sync }
     }
 
+    // Built field by field: `WriteOptions` is (becoming) `#[non_exhaustive]`.
+    #[allow(clippy::field_reassign_with_default)]
     fn options(&self) -> WriteOptions {
         WriteOptions::with_sync(self.sync)
     }
+}
 
-    /// The engine's read-modify-write takes no write options; a synced write after it syncs
-    /// the log, and with it every earlier record.
-    fn sync_log(&self) -> cairn::Result<()> {
-        if self.sync {
-            self.db.delete_with(&self.options(), SYNC_KEY)?;
+/// The engine's expiry of a string record's envelope, if it has one (invariant 4); `None`
+/// for every other key.
+fn engine_expiry(key: &[u8], value: &[u8]) -> Option<(Vec<u8>, SystemTime)> {
+    if key.first() != Some(&META) {
+        return None;
+    }
+    let (plain, at) = layout::split_string_expiry(value)?;
+    #[cfg(feature = "invariants")]
+    assert_eq!(
+        layout::join_expiry(&plain, at),
+        value,
+        "invariant 4: the envelope read back equals the one written"
+    );
+    Some((plain, UNIX_EPOCH + Duration::from_millis(at)))
+}
+
+/// The envelope as callers see it: the engine's expiry folded back in (invariant 4).
+fn with_engine_expiry(value: &[u8], expiry: Option<SystemTime>) -> Cow<'_, [u8]> {
+    match expiry {
+        Some(time) => {
+            let at = time.duration_since(UNIX_EPOCH).map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+            Cow::Owned(layout::join_expiry(value, at))
         }
-        Ok(())
+        None => Cow::Borrowed(value),
     }
 }
 
 impl Store for DbStore {
     fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>> {
-        self.db.get(key)
+        Ok(self
+            .db
+            .get_with_expiry(key)?
+            .map(|(value, expiry)| with_engine_expiry(&value, expiry).into_owned()))
     }
 
     fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
         let mut batch = WriteBatch::new();
         for op in &ops {
             match op {
-                Op::Put(key, value) => batch.put(key, value),
+                Op::Put(key, value) => match engine_expiry(key, value) {
+                    Some((plain, expiry)) => batch.put_with_expiry(key, &plain, expiry),
+                    None => batch.put(key, value),
+                },
                 Op::Delete(key) => batch.delete(key),
             };
         }
@@ -111,10 +147,16 @@ impl Store for DbStore {
     }
 
     fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()> {
-        let (_, sequence) = self.db.read_modify_write(key, decide)?;
-        if sequence.is_some() {
-            self.sync_log()?;
-        }
+        self.db.update_with(&self.options(), key, |current| {
+            let current = current.map(|(value, expiry)| with_engine_expiry(value, expiry));
+            match decide(current.as_deref()) {
+                Update::Put(value) => match engine_expiry(key, &value) {
+                    Some((plain, expiry)) => Update::PutWithExpiry(plain, expiry),
+                    None => Update::Put(value),
+                },
+                other => other,
+            }
+        })?;
         Ok(())
     }
 
@@ -227,7 +269,8 @@ impl Store for MemStoreStore {
         self.store.update(key, |current| {
             let next = match decide(current) {
                 Update::Keep => current.map(<[u8]>::to_vec),
-                Update::Put(value) => Some(value),
+                // The envelope carries the expiry here; the commands never ask the engine.
+                Update::Put(value) | Update::PutWithExpiry(value, _) => Some(value),
                 Update::Delete => None,
             };
             exists = next.is_some();
@@ -365,7 +408,7 @@ impl Store for ModelStore {
         let mut map = lock(&self.map);
         match decide(map.get(key).map(Vec::as_slice)) {
             Update::Keep => {}
-            Update::Put(value) => {
+            Update::Put(value) | Update::PutWithExpiry(value, _) => {
                 map.insert(key.to_vec(), value);
             }
             Update::Delete => {

@@ -128,6 +128,45 @@ impl WriteBatch {
         self
     }
 
+    /// Adds a put of `value` that reads as absent from `expiry` on (a time at or before the
+    /// write's makes it absent at once). Expired values are dropped by compaction.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// # let dir = std::env::temp_dir().join(format!("cairn-doc-batch-expiry-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let db = cairn::Db::open(&dir, cairn::Options::default())?;
+    /// let mut batch = cairn::WriteBatch::new();
+    /// batch.put_with_expiry(b"session", b"token", SystemTime::now() + Duration::from_secs(60));
+    /// batch.put_with_expiry(b"gone", b"x", SystemTime::UNIX_EPOCH);
+    /// db.write(&cairn::WriteOptions::default(), batch)?;
+    /// assert_eq!(db.get(b"session")?, Some(b"token".to_vec()));
+    /// assert_eq!(db.get(b"gone")?, None);
+    /// # drop(db);
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn put_with_expiry(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        expiry: std::time::SystemTime,
+    ) -> &mut Self {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let millis = crate::expiry::to_millis(expiry);
+        self.representation.push(ValueKind::PutWithExpiry as u8);
+        put_length_prefixed(&mut self.representation, key);
+        put_u32(
+            &mut self.representation,
+            u32::try_from(value.len().saturating_add(crate::expiry::EXPIRY_BYTES))
+                .unwrap_or(u32::MAX),
+        );
+        self.representation.extend_from_slice(&millis.to_le_bytes());
+        self.representation.extend_from_slice(value);
+        self.count += 1;
+        self
+    }
+
     /// Adds a delete (a tombstone; deleting an absent key is allowed).
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
         let key = key.as_ref();
@@ -168,9 +207,16 @@ impl WriteBatch {
         }
         check_batch_bytes(self.size_bytes(), BATCH_BYTES_MAX)?;
         for entry in self.iter() {
-            let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
+            let (kind, key, value) = entry.map_err(Error::InvalidArgument)?;
             check_key(key)?;
-            check_value(value)?;
+            // An expiring value is checked without its expiry prefix: the limit is the user's.
+            let user_value = match kind {
+                ValueKind::PutWithExpiry => {
+                    value.get(crate::expiry::EXPIRY_BYTES..).unwrap_or_default()
+                }
+                _ => value,
+            };
+            check_value(user_value)?;
         }
         Ok(())
     }
@@ -301,6 +347,13 @@ impl<'a> Iterator for BatchEntries<'a> {
             let key = self.reader.length_prefixed().ok_or("key truncated")?;
             let value = match kind {
                 ValueKind::Put => self.reader.length_prefixed().ok_or("value truncated")?,
+                ValueKind::PutWithExpiry => {
+                    let stored = self.reader.length_prefixed().ok_or("value truncated")?;
+                    if stored.len() < crate::expiry::EXPIRY_BYTES {
+                        return Err("expiring value shorter than its expiry".into());
+                    }
+                    stored
+                }
                 ValueKind::Delete => &[],
             };
             Ok((kind, key, value))

@@ -35,6 +35,12 @@ pub struct DbIterator {
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    /// Forward direction: the entry under the inner iterator carries an expiry prefix,
+    /// which `value` strips.
+    current_has_expiry: bool,
+    /// Wall-clock milliseconds at creation: values expiring at or before it are hidden, as
+    /// tombstones (one instant for the whole scan, so it is consistent).
+    now_millis: u64,
     error: Option<Error>,
     /// Keeps the components the inner iterator reads alive.
     _pin: Box<dyn Any + Send>,
@@ -68,6 +74,8 @@ impl DbIterator {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            current_has_expiry: false,
+            now_millis: crate::expiry::now_millis(),
             error: None,
             _pin: pin,
         }
@@ -95,6 +103,11 @@ impl DbIterator {
             return &[];
         }
         match self.direction {
+            Direction::Forward if self.current_has_expiry => self
+                .inner
+                .value()
+                .get(crate::expiry::EXPIRY_BYTES..)
+                .unwrap_or_default(),
             Direction::Forward => self.inner.value(),
             Direction::Reverse => &self.saved_value,
         }
@@ -114,6 +127,18 @@ impl DbIterator {
 
     fn below_lower(&self, user_key: &[u8]) -> bool {
         self.lower.as_deref().is_some_and(|lower| user_key < lower)
+    }
+
+    /// The entry's kind as this iterator treats it: an expired value is a tombstone
+    /// (`expiry` invariant 1).
+    fn effective_kind(&self, kind: ValueKind) -> ValueKind {
+        if kind == ValueKind::PutWithExpiry
+            && crate::expiry::is_expired(kind, self.inner.value(), self.now_millis)
+        {
+            ValueKind::Delete
+        } else {
+            kind
+        }
     }
 
     fn corrupt(&mut self) {
@@ -139,7 +164,7 @@ impl DbIterator {
             }
             if parsed.sequence <= self.sequence {
                 let hidden = skipping && parsed.user_key <= self.saved_key.as_slice();
-                match parsed.kind {
+                match self.effective_kind(parsed.kind) {
                     ValueKind::Delete => {
                         if !hidden {
                             self.saved_key.clear();
@@ -147,9 +172,10 @@ impl DbIterator {
                             skipping = true;
                         }
                     }
-                    ValueKind::Put => {
+                    ValueKind::Put | ValueKind::PutWithExpiry => {
                         if !hidden {
                             self.valid = true;
+                            self.current_has_expiry = parsed.kind == ValueKind::PutWithExpiry;
                             self.saved_key.clear();
                             return;
                         }
@@ -179,12 +205,17 @@ impl DbIterator {
                 if self.below_lower(parsed.user_key) {
                     break;
                 }
-                kind = parsed.kind;
+                kind = self.effective_kind(parsed.kind);
                 self.saved_key.clear();
                 self.saved_value.clear();
-                if kind == ValueKind::Put {
+                if kind != ValueKind::Delete {
                     self.saved_key.extend_from_slice(parsed.user_key);
                     let value = self.inner.value();
+                    let value = if parsed.kind == ValueKind::PutWithExpiry {
+                        value.get(crate::expiry::EXPIRY_BYTES..).unwrap_or_default()
+                    } else {
+                        value
+                    };
                     self.saved_value.extend_from_slice(value);
                 }
             }

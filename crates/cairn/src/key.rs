@@ -37,17 +37,21 @@ pub enum ValueKind {
     Delete = 0,
     /// The key holds the record's value.
     Put = 1,
+    /// The key holds the record's value until an expiry time; the stored bytes are
+    /// `expiry_millis u64 LE | value` (see `crate::expiry`).
+    PutWithExpiry = 2,
 }
 
 impl ValueKind {
     /// The kind with the highest tag; used to build seek keys (invariant 3).
-    pub const SEEK: ValueKind = ValueKind::Put;
+    pub const SEEK: ValueKind = ValueKind::PutWithExpiry;
 
     /// Decodes a kind tag.
     pub fn from_u8(tag: u8) -> Option<ValueKind> {
         match tag {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
+            2 => Some(ValueKind::PutWithExpiry),
             _ => None,
         }
     }

@@ -57,6 +57,7 @@
 pub(crate) mod coding;
 pub(crate) mod epoch;
 pub(crate) mod error;
+pub(crate) mod expiry;
 pub mod fs;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod fuzzing;

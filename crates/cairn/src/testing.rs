@@ -77,8 +77,8 @@ pub mod sstable {
     /// Byte-level layout constants and encoders.
     pub mod format {
         pub use crate::sstable::format::{
-            encode_block, FOOTER_BYTES, FOOTER_VERSION_OFFSET, FORMAT_VERSION, FORMAT_VERSION_ZSTD,
-            KIND_ZSTD,
+            encode_block, FOOTER_BYTES, FOOTER_VERSION_OFFSET, FORMAT_VERSION,
+            FORMAT_VERSION_OLDEST, FORMAT_VERSION_ZSTD, KIND_ZSTD,
         };
     }
 }

@@ -99,8 +99,12 @@ pub fn record_header(payload: &[u8]) -> u64 {
 }
 
 /// WAL format version this build writes (in the header record). Version 1 is a WAL without
-/// a header. On disk: never reuse a number.
-pub const WAL_FORMAT_VERSION: u32 = 2;
+/// a header; version 3 has the framing of version 2 and batches that may hold entries of kind
+/// `PutWithExpiry`. On disk: never reuse a number.
+pub const WAL_FORMAT_VERSION: u32 = 3;
+
+/// The oldest WAL version with a header record (read by the version-2 rules).
+pub const WAL_FORMAT_VERSION_HEADER: u32 = 2;
 
 /// First 8 bytes of a WAL header record's payload (`magic | version u32`). On disk: never
 /// change.
@@ -395,19 +399,44 @@ pub fn parse_wal(
     let first = valid_record_at(&bytes, 0, payload_max)
         .and_then(|length| bytes.get(RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + length))
         .map(classify);
-    match first {
-        Some(WalPayload::Header(WAL_FORMAT_VERSION)) => {}
+    let header_version = match first {
+        Some(WalPayload::Header(version))
+            if (WAL_FORMAT_VERSION_HEADER..=WAL_FORMAT_VERSION).contains(&version) =>
+        {
+            version
+        }
         Some(WalPayload::Header(version)) => {
             return Err(Error::corruption(
                 path,
                 0,
-                format!("WAL format version {version}; this build reads versions 1 and 2"),
+                format!(
+                    "WAL format version {version}; this build reads versions 1 to \
+                     {WAL_FORMAT_VERSION}"
+                ),
             ))
         }
-        None if expect_header && !bytes.is_empty() => {}
+        // A damaged first record of a WAL known to have a header: this build's version.
+        None if expect_header && !bytes.is_empty() => WAL_FORMAT_VERSION,
         // A valid first record that is not a header: version 1, read by the old rules.
         _ => return parse_log_limited(bytes, path, payload_max),
-    }
+    };
+    let contents = parse_headed_wal(bytes, path, payload_max, recovery)?;
+    #[cfg(any(test, feature = "testing"))]
+    let contents = LogContents {
+        wal_version: header_version,
+        ..contents
+    };
+    let _ = header_version;
+    Ok(contents)
+}
+
+/// [`parse_wal`] of a WAL with a header (version 2 or later: they share these rules).
+fn parse_headed_wal(
+    bytes: Vec<u8>,
+    path: &Path,
+    payload_max: usize,
+    recovery: WalRecovery,
+) -> Result<LogContents> {
     let scan = scan_records(&bytes, 0, payload_max, path)?;
     let Some(bad) = scan.first_bad else {
         return Ok(scan.into_contents(bytes, None, None));
@@ -632,7 +661,10 @@ mod tests {
     fn wal_holes_are_corruption_in_synced_bytes_and_a_lost_tail_after_them() {
         let (pristine, offsets) = v2_wal();
         let contents = read(pristine.clone(), false, WalRecovery::Strict).unwrap();
-        assert_eq!((contents.wal_version, contents.record_count()), (2, 3));
+        assert_eq!(
+            (contents.wal_version, contents.record_count()),
+            (WAL_FORMAT_VERSION, 3)
+        );
         // A hole in batch B (unsynced) followed by C: a lost tail, or corruption if strict.
         let mut holed = pristine.clone();
         holed[offsets[3]..offsets[3] + 8].fill(0);

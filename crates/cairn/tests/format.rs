@@ -171,11 +171,8 @@ fn golden_wal_records() {
 
 #[test]
 fn golden_v2_wal_header_and_sync_marker() {
-    check_golden_in(
-        GOLDEN_V2,
-        "wal-header.bin",
-        &cairn::testing::wal::wal_header_record(),
-    );
+    // Today's header is version 3 (tests/format_v3_expiring.rs); the version-2 one is only
+    // read. The sync marker is unchanged since version 2.
     check_golden_in(
         GOLDEN_V2,
         "wal-sync-marker.bin",
@@ -224,7 +221,14 @@ fn sample_v2_wal() -> Vec<u8> {
 
 #[test]
 fn golden_v2_wal() {
-    check_golden_in(GOLDEN_V2, "wal.log", &sample_v2_wal());
+    // Written by the version-2 writer; today's writes version 3 (only the header's version
+    // differs: tests/format_v3_expiring.rs), so the golden file is only read.
+    let (mut today, mut old) = (sample_v2_wal(), golden_v2("wal.log"));
+    for bytes in [&mut today, &mut old] {
+        bytes[0..4].fill(0); // the header record's crc
+        bytes[16..20].fill(0); // its version
+    }
+    assert_eq!(today, old);
     let path = Path::new("/000003.log");
     let contents = parse_wal(
         golden_v2("wal.log"),
@@ -329,7 +333,7 @@ fn sample_footer() -> Footer {
             offset: 0x1100,
             size: 0x4a,
         },
-        format_version: cairn::testing::sstable::format::FORMAT_VERSION,
+        format_version: cairn::testing::sstable::format::FORMAT_VERSION_OLDEST,
     }
 }
 

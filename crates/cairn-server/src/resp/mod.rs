@@ -1,5 +1,5 @@
 //! RESP2, the Redis serialization protocol: request parsing ([`parser`]) and reply encoding
-//! ([`writer`]).
+//! ([`writer`]); [`fuzz`] is the parser's fuzz target body.
 //!
 //! Thread-safety contract: both halves are pure functions over byte buffers owned by one
 //! connection; nothing here is shared between threads.
@@ -10,6 +10,7 @@
 //!    connection is closed (as Redis does).
 //! 2. Every reply the writer emits is a complete RESP2 value.
 
+pub mod fuzz;
 pub mod parser;
 pub mod writer;
 

@@ -16,6 +16,12 @@
 //! older value in a deeper level reappear), which rule 2 then drops where it can; `Change`
 //! rewrites the value and keeps the sequence number.
 //!
+//! Expired values (entries of kind `PutWithExpiry` whose time has passed when the job starts)
+//! are the engine's own filter: they read as absent to every reader, snapshots included, so
+//! in any stripe they are turned into a tombstone with the same sequence number — never
+//! simply dropped, which would let an older version below resurface — and rule 2 then drops
+//! that tombstone where nothing older can exist.
+//!
 //! Invariants (asserted in debug builds):
 //! 1. Entries arrive in internal-key order: user keys ascending, and within one user key
 //!    sequence numbers strictly descending.
@@ -46,7 +52,8 @@ pub enum FilterDecision {
 /// compaction rewrites a file: flushes and trivial moves (a file moved down a level unread)
 /// do not call it, so an expired key disappears at the next merge that reads it.
 pub trait CompactionFilter: Send + Sync + std::fmt::Debug {
-    /// Decides about the newest `Put` of `user_key`, being written to `output_level`.
+    /// Decides about the newest `Put` of `user_key`, being written to `output_level`. A value
+    /// written with an expiry is shown without it, and a `Change` keeps that expiry.
     fn filter(&self, output_level: usize, user_key: &[u8], value: &[u8]) -> FilterDecision;
 }
 
@@ -70,6 +77,8 @@ pub struct VersionFilter<'a> {
     base_level_version: Option<(&'a Version, usize)>,
     /// The user's hook and the output level it is told about.
     user_filter: Option<(&'a dyn CompactionFilter, usize)>,
+    /// Wall-clock milliseconds when the job started: values expiring by then are dropped.
+    now_millis: u64,
     current_user_key: Vec<u8>,
     has_current: bool,
     previous_stripe: usize,
@@ -88,6 +97,7 @@ impl<'a> VersionFilter<'a> {
             snapshots,
             base_level_version,
             user_filter: None,
+            now_millis: crate::expiry::now_millis(),
             current_user_key: Vec::new(),
             has_current: false,
             previous_stripe: usize::MAX,
@@ -168,13 +178,11 @@ impl<'a> VersionFilter<'a> {
         let Some(stripe) = self.newest_of_stripe(user_key, sequence) else {
             return Decision::Drop; // rule 1
         };
-        let unseen_by_snapshots = stripe == self.snapshots.len();
-        let hook = self
-            .user_filter
-            .filter(|_| kind == ValueKind::Put && unseen_by_snapshots);
-        let verdict = hook.map_or(FilterDecision::Keep, |(filter, level)| {
-            filter.filter(level, user_key, value)
-        });
+        let verdict = if crate::expiry::is_expired(kind, value, self.now_millis) {
+            FilterDecision::Remove
+        } else {
+            self.ask_user_filter(user_key, stripe, kind, value)
+        };
         match verdict {
             FilterDecision::Keep if kind == ValueKind::Delete => {
                 if self.tombstone_droppable(user_key, stripe) {
@@ -184,9 +192,36 @@ impl<'a> VersionFilter<'a> {
                 }
             }
             FilterDecision::Keep => Decision::Keep,
-            FilterDecision::Change(new_value) => Decision::Rewrite(ValueKind::Put, new_value),
+            FilterDecision::Change(new_value) => match crate::expiry::visible(kind, value, 0) {
+                Some((_, Some(expiry))) => Decision::Rewrite(
+                    ValueKind::PutWithExpiry,
+                    crate::expiry::encode(expiry, &new_value),
+                ),
+                _ => Decision::Rewrite(ValueKind::Put, new_value),
+            },
             FilterDecision::Remove if self.tombstone_droppable(user_key, stripe) => Decision::Drop,
             FilterDecision::Remove => Decision::Rewrite(ValueKind::Delete, Vec::new()),
+        }
+    }
+
+    /// The user's hook on a value no snapshot sees (module doc), shown the user's value
+    /// without an expiry prefix; `Keep` for everything else.
+    fn ask_user_filter(
+        &self,
+        user_key: &[u8],
+        stripe: usize,
+        kind: ValueKind,
+        value: &[u8],
+    ) -> FilterDecision {
+        let Some((filter, level)) = self.user_filter else {
+            return FilterDecision::Keep;
+        };
+        if stripe != self.snapshots.len() {
+            return FilterDecision::Keep;
+        }
+        match crate::expiry::visible(kind, value, 0) {
+            Some((user_value, _)) => filter.filter(level, user_key, user_value),
+            None => FilterDecision::Keep,
         }
     }
 }

@@ -222,3 +222,54 @@ fn write_tables_applies_decisions_and_cuts_only_between_user_keys() {
     }
     assert_eq!(kinds, (67, 133));
 }
+
+#[test]
+fn compaction_turns_expired_values_into_tombstones_and_drops_them_only_at_the_base() {
+    use crate::expiry::encode;
+
+    let expired = encode(1, b"v");
+    let live = encode(u64::MAX, b"v");
+    // A flush (no base-level test): an expired value must still hide what is below it.
+    let mut filter = VersionFilter::new(&[], None);
+    assert_eq!(
+        filter.decide(b"k", 9, ValueKind::PutWithExpiry, &expired),
+        Decision::Rewrite(ValueKind::Delete, Vec::new())
+    );
+    assert_eq!(
+        filter.decide(b"l", 9, ValueKind::PutWithExpiry, &live),
+        Decision::Keep
+    );
+    // Under a snapshot too: the value reads as absent at every sequence.
+    let mut filter = VersionFilter::new(&[5], None);
+    assert_eq!(
+        filter.decide(b"k", 3, ValueKind::PutWithExpiry, &expired),
+        Decision::Rewrite(ValueKind::Delete, Vec::new())
+    );
+    // Where no deeper level can hold the key, nothing is left behind.
+    let empty = crate::version::Version::empty(4);
+    let mut filter = VersionFilter::new(&[], Some((&empty, 3)));
+    assert_eq!(
+        filter.decide(b"k", 9, ValueKind::PutWithExpiry, &expired),
+        Decision::Drop
+    );
+    assert_eq!(
+        filter.decide(b"k", 8, ValueKind::Put, b"older"),
+        Decision::Drop
+    );
+}
+
+#[test]
+fn the_user_filter_sees_an_expiring_value_without_its_expiry_and_change_keeps_it() {
+    use crate::expiry::encode;
+    let expiry = Expiry;
+    let mut filter = VersionFilter::new(&[], None).with_compaction_filter(Some(&expiry), 1);
+    let stored = encode(u64::MAX - 1, b"quiet");
+    assert_eq!(
+        filter.decide(b"shout1", 9, ValueKind::PutWithExpiry, &stored),
+        Decision::Rewrite(ValueKind::PutWithExpiry, encode(u64::MAX - 1, b"QUIET"))
+    );
+    assert_eq!(
+        filter.decide(b"shout2", 9, ValueKind::Put, b"plain"),
+        Decision::Rewrite(ValueKind::Put, b"PLAIN".to_vec())
+    );
+}

@@ -72,8 +72,12 @@ pub use super_version::SuperVersion;
 pub enum Update {
     /// Leave the key as it is (nothing is written).
     Keep,
-    /// Store this value.
+    /// Store this value (without an expiry: a previous expiry is cleared).
     Put(Vec<u8>),
+    /// Store this value, reading as absent from the given time on (see
+    /// [`Db::put_with_expiry`]); to keep a key's expiry, pass back the one the function was
+    /// given by [`Db::update_with`].
+    PutWithExpiry(Vec<u8>, std::time::SystemTime),
     /// Delete the key.
     Delete,
 }
@@ -319,6 +323,47 @@ impl Db {
         self.inner.get(key.as_ref(), None)
     }
 
+    /// Sets `key` to `value` until `expiry`: from then on the key reads as absent (from
+    /// `get`, `get_at`, iterators and read-modify-write alike, hiding any older value), and
+    /// compaction drops it. Expiry is measured with the system clock.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// # let dir = std::env::temp_dir().join(format!("cairn-doc-put-expiry-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let db = cairn::Db::open(&dir, cairn::Options::default())?;
+    /// let expiry = SystemTime::now() + Duration::from_secs(3600);
+    /// db.put_with_expiry(b"k", b"v", expiry)?;
+    /// let (value, stored_expiry) = db.get_with_expiry(b"k")?.unwrap();
+    /// assert_eq!(value, b"v");
+    /// assert!(stored_expiry.is_some());
+    /// db.put_with_expiry(b"k", b"v", SystemTime::now() - Duration::from_secs(1))?;
+    /// assert_eq!(db.get(b"k")?, None);
+    /// # drop(db);
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn put_with_expiry(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        expiry: std::time::SystemTime,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put_with_expiry(key.as_ref(), value.as_ref(), expiry);
+        self.write(&WriteOptions::default(), batch)
+    }
+
+    /// The value of `key` in the latest state with its expiry (`None`: the value never
+    /// expires). The expiry is stored in whole milliseconds since the Unix epoch.
+    pub fn get_with_expiry(
+        &self,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<(Vec<u8>, Option<std::time::SystemTime>)>> {
+        let found = self.inner.get_with_expiry(key.as_ref(), None)?;
+        Ok(found.map(|(value, expiry)| (value, expiry.map(crate::expiry::from_millis))))
+    }
+
     /// The value of `key` as `options` say: at `options.snapshot` if set, else the latest.
     /// (`fill_cache` applies to scans; a point read reads one block per table and caches it.)
     ///
@@ -363,7 +408,8 @@ impl Db {
     /// the new value, as [`MemStore::update`](crate::MemStore::update) does. `f` runs outside
     /// any lock and may run more than once if another write to `key` races it (see
     /// `read_modify_write` in the source); the call takes no lock but may wait for lower
-    /// writes still in flight. A panic in `f` leaves the database usable.
+    /// writes still in flight. A panic in `f` leaves the database usable. The new value has
+    /// no expiry; [`Db::update_with`] can keep or set one.
     ///
     /// ```
     /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
@@ -380,13 +426,14 @@ impl Db {
     where
         F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
     {
-        let mut decide = |current: Option<&[u8]>| match f(current) {
-            Some(value) => Update::Put(value),
-            None => Update::Delete,
-        };
+        let mut decide =
+            |current: Option<(&[u8], Option<u64>)>| match f(current.map(|(value, _)| value)) {
+                Some(value) => Update::Put(value),
+                None => Update::Delete,
+            };
         self.writable()?;
         self.inner
-            .read_modify_write(key.as_ref(), &mut decide)
+            .read_modify_write(&WriteOptions::default(), key.as_ref(), &mut decide)
             .map(|(value, _)| value)
     }
 
@@ -411,8 +458,54 @@ impl Db {
     where
         F: FnMut(Option<&[u8]>) -> Update,
     {
+        let mut decide =
+            |current: Option<(&[u8], Option<u64>)>| decide(current.map(|(value, _)| value));
         self.writable()?;
-        self.inner.read_modify_write(key.as_ref(), &mut decide)
+        self.inner
+            .read_modify_write(&WriteOptions::default(), key.as_ref(), &mut decide)
+    }
+
+    /// The most general read-modify-write: like [`Db::read_modify_write`], with write
+    /// `options` (so `sync` covers it) and `decide` given the current value's expiry too, so
+    /// it can keep it ([`Update::PutWithExpiry`] with the same time), set it, or clear it
+    /// ([`Update::Put`]).
+    ///
+    /// ```
+    /// use cairn::{Update, WriteOptions};
+    /// use std::time::{Duration, SystemTime};
+    /// # let dir = std::env::temp_dir().join(format!("cairn-doc-update-with-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let db = cairn::Db::open(&dir, cairn::Options::default())?;
+    /// db.put_with_expiry(b"greeting", b"hello", SystemTime::now() + Duration::from_secs(60))?;
+    /// let mut options = WriteOptions::default();
+    /// options.sync = true;
+    /// // Append, keeping the expiry.
+    /// db.update_with(&options, b"greeting", |current| match current {
+    ///     Some((value, Some(expiry))) => Update::PutWithExpiry([value, b" world"].concat(), expiry),
+    ///     Some((value, None)) => Update::Put([value, b" world"].concat()),
+    ///     None => Update::Put(b" world".to_vec()),
+    /// })?;
+    /// let (value, expiry) = db.get_with_expiry(b"greeting")?.unwrap();
+    /// assert_eq!((value.as_slice(), expiry.is_some()), (&b"hello world"[..], true));
+    /// # drop(db);
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn update_with<F>(
+        &self,
+        options: &WriteOptions,
+        key: impl AsRef<[u8]>,
+        mut decide: F,
+    ) -> Result<(Option<Vec<u8>>, Option<SequenceNumber>)>
+    where
+        F: FnMut(Option<(&[u8], Option<std::time::SystemTime>)>) -> Update,
+    {
+        let mut decide = |current: Option<(&[u8], Option<u64>)>| {
+            decide(current.map(|(value, expiry)| (value, expiry.map(crate::expiry::from_millis))))
+        };
+        self.writable()?;
+        self.inner
+            .read_modify_write(options, key.as_ref(), &mut decide)
     }
 
     /// Stores `value` only if `key` is absent; the outcome says whether it did.
@@ -435,7 +528,8 @@ impl Db {
     }
 
     /// Replaces the value of `key` with `new` (None deletes) only if it currently equals
-    /// `expected` (None: absent); the outcome says whether it did.
+    /// `expected` (None: absent, or expired); the outcome says whether it did. `new` has no
+    /// expiry.
     ///
     /// ```
     /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
@@ -458,7 +552,8 @@ impl Db {
 
     /// Adds `delta` to the integer stored at `key` (decimal ASCII, as Redis stores it; absent
     /// counts as 0) and returns the new value. Fails with `InvalidArgument` if the value is not
-    /// an integer or the sum overflows.
+    /// an integer or the sum overflows. A counter written with an expiry keeps it (as Redis's
+    /// INCR keeps a key's TTL); an expired one counts as absent.
     ///
     /// ```
     /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;

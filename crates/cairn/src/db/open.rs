@@ -187,6 +187,18 @@ fn read_only_buffer(
         let batch = match parsed.kind {
             crate::key::ValueKind::Put => WriteBatch::single_put(parsed.user_key, versions.value()),
             crate::key::ValueKind::Delete => WriteBatch::single_delete(parsed.user_key),
+            crate::key::ValueKind::PutWithExpiry => {
+                // Stored as the 8-byte expiry then the value (docs/format.md); a replayed
+                // record was checked when the WAL was parsed, so a short one is internal.
+                let stored = versions.value();
+                let (expiry, value) = stored
+                    .split_first_chunk::<{ crate::expiry::EXPIRY_BYTES }>()
+                    .ok_or_else(|| Error::Internal("replayed a short expiring value".into()))?;
+                let expiry = crate::expiry::from_millis(u64::from_le_bytes(*expiry));
+                let mut batch = WriteBatch::new();
+                batch.put_with_expiry(parsed.user_key, value, expiry);
+                batch
+            }
         };
         buffer
             .insert_batch(&batch, parsed.sequence)

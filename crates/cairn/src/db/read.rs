@@ -25,20 +25,28 @@ use crate::snapshot::Snapshot;
 use crate::table_cache::LevelIterator;
 use std::sync::Arc;
 
-/// A version as the read paths return it: its sequence and value (`None`: a tombstone).
-pub(super) type OwnedVersion = (SequenceNumber, Option<Vec<u8>>);
+/// A version as the read paths return it: its sequence, value (`None`: a tombstone or an
+/// expired value) and expiry in milliseconds since the Unix epoch (`None`: none).
+pub(super) type OwnedVersion = (SequenceNumber, Option<Vec<u8>>, Option<u64>);
 
-/// A version as the read paths return it, from a borrowed one.
+/// A version as the read paths return it, from a borrowed one. An expired value reads as a
+/// tombstone, so it hides older versions (`expiry` invariant 1).
 pub(super) fn owned_version(
     version: SequenceNumber,
     kind: ValueKind,
     value: &[u8],
 ) -> OwnedVersion {
-    let value = match kind {
-        ValueKind::Put => Some(value.to_vec()),
-        ValueKind::Delete => None,
-    };
-    (version, value)
+    match kind {
+        ValueKind::Put => (version, Some(value.to_vec()), None),
+        ValueKind::Delete => (version, None, None),
+        // The clock is read only for expiring entries: plain reads stay free of it.
+        ValueKind::PutWithExpiry => {
+            match crate::expiry::visible(kind, value, crate::expiry::now_millis()) {
+                Some((value, expiry)) => (version, Some(value.to_vec()), expiry),
+                None => (version, None, None),
+            }
+        }
+    }
 }
 
 /// What the hinted read of read-modify-write found: the newest version, whether it came
@@ -58,7 +66,19 @@ impl DbInner {
     ) -> Result<Option<Vec<u8>>> {
         Ok(self
             .get_version(key, sequence)?
-            .and_then(|(_, value)| value))
+            .and_then(|(_, value, _)| value))
+    }
+
+    /// The value of `key` at `sequence` (None: the latest state) with its expiry in
+    /// milliseconds since the Unix epoch.
+    pub(super) fn get_with_expiry(
+        &self,
+        key: &[u8],
+        sequence: Option<SequenceNumber>,
+    ) -> Result<Option<(Vec<u8>, Option<u64>)>> {
+        Ok(self
+            .get_version(key, sequence)?
+            .and_then(|(_, value, expiry)| value.map(|value| (value, expiry))))
     }
 
     /// The newest version of `key` with sequence <= `sequence`: its sequence and its value

@@ -63,30 +63,40 @@ enum Validation {
 /// The value now stored and the sequence of the write (None if nothing was written).
 type RmwOutcome = (Option<Vec<u8>>, Option<SequenceNumber>);
 
+/// The decision of a read-modify-write: given the current value and its expiry (in
+/// milliseconds since the Unix epoch), what to write.
+pub(super) type Decide<'a> = dyn FnMut(Option<(&[u8], Option<u64>)>) -> Update + 'a;
+
 impl DbInner {
     /// Runs attempts until one is valid or `decide` keeps the value. Returns the value now
     /// stored and the sequence of the write (None if `decide` kept).
+    // Options are taken by reference as `write` takes them (they may grow past Copy).
+    #[allow(clippy::trivially_copy_pass_by_ref)]
     pub(super) fn read_modify_write(
         &self,
+        options: &WriteOptions,
         key: &[u8],
-        decide: &mut dyn FnMut(Option<&[u8]>) -> Update,
+        decide: &mut Decide<'_>,
     ) -> Result<RmwOutcome> {
         check_key(key)?;
         self.check_writable()?;
         let mut attempts = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
-            if let Some(outcome) = self.rmw_attempt(key, decide, attempts)? {
+            if let Some(outcome) = self.rmw_attempt(options, key, decide, attempts)? {
                 return Ok(outcome);
             }
         }
     }
 
     /// Steps 1 to 5 once; None when the attempt was spent on a void record.
+    // Options are taken by reference as `write` takes them (they may grow past Copy).
+    #[allow(clippy::trivially_copy_pass_by_ref)]
     fn rmw_attempt(
         &self,
+        options: &WriteOptions,
         key: &[u8],
-        decide: &mut dyn FnMut(Option<&[u8]>) -> Update,
+        decide: &mut Decide<'_>,
         attempts: u32,
     ) -> Result<Option<RmwOutcome>> {
         let horizon = self
@@ -102,24 +112,21 @@ impl DbInner {
         // this one then, no buffer was sealed or flushed in between.
         let read_super_version = self.super_version.load();
         let read = self.latest_version_hinted(&read_super_version, key)?;
-        let read_version = read.found.as_ref().map(|(version, _)| *version);
-        let current = read.found.as_ref().and_then(|(_, value)| value.as_deref());
-        let (batch, new_value) = match decide(current) {
-            Update::Keep => {
-                // The read is of the newest version, which may belong to a write still in
-                // flight: make it visible before reporting it, or a get that starts after
-                // this call returns could miss a value this call saw.
-                if let Some(version) = read_version {
-                    self.wait_visible(version)?;
-                }
-                let current = read.found.and_then(|(_, value)| value);
-                return Ok(Some((current, None)));
+        let read_version = read.found.as_ref().map(|(version, _, _)| *version);
+        let current = read
+            .found
+            .as_ref()
+            .and_then(|(_, value, expiry)| value.as_deref().map(|value| (value, *expiry)));
+        let update = decide(current);
+        let Some((batch, new_value, stored)) = planned_write(key, update)? else {
+            // The read is of the newest version, which may belong to a write still in
+            // flight: make it visible before reporting it, or a get that starts after this
+            // call returns could miss a value this call saw.
+            if let Some(version) = read_version {
+                self.wait_visible(version)?;
             }
-            Update::Put(value) => {
-                check_value(&value)?;
-                (WriteBatch::single_put(key, &value), Some(value))
-            }
-            Update::Delete => (WriteBatch::single_delete(key), None),
+            let current = read.found.and_then(|(_, value, _)| value);
+            return Ok(Some((current, None)));
         };
         let payload_bytes = batch.size_bytes();
         let reservation = self.reserve(1, payload_bytes)?;
@@ -131,7 +138,12 @@ impl DbInner {
         let validation =
             self.validate(key, horizon, sequence, attempts, &read_super_version, &read);
         if let Validation::Valid = validation {
-            self.commit(&reservation, &read, key, batch, new_value.as_deref())?;
+            let entry = match (&stored, &new_value) {
+                (Some(stored), _) => (ValueKind::PutWithExpiry, stored.as_slice()),
+                (None, Some(value)) => (ValueKind::Put, value.as_slice()),
+                (None, None) => (ValueKind::Delete, &[][..]),
+            };
+            self.commit(options, &reservation, &read, key, batch, entry)?;
             return Ok(Some((new_value, Some(sequence))));
         }
         // The sequence is spent on a void record so the log and the watermark stay gap-free
@@ -175,7 +187,7 @@ impl DbInner {
         }
         self.inserted.wait_for(sequence - 1);
         debug_assert!(self.inserted.get() >= sequence - 1);
-        let read_version = read.found.as_ref().map(|(version, _)| *version);
+        let read_version = read.found.as_ref().map(|(version, _, _)| *version);
         let now = self.super_version.load();
         if Arc::ptr_eq(&now, read_super_version) {
             // Same buffers and tables as the read: a version the read missed has a sequence
@@ -196,7 +208,7 @@ impl DbInner {
             };
         }
         match self.get_version(key, Some(sequence - 1)) {
-            Ok(found) if found.as_ref().map(|(version, _)| *version) == read_version => {
+            Ok(found) if found.as_ref().map(|(version, _, _)| *version) == read_version => {
                 Validation::Valid
             }
             Ok(_) => Validation::Conflict,
@@ -206,13 +218,16 @@ impl DbInner {
 
     /// Step 5 of a valid attempt: log and insert the new version (hinted: the hint is used
     /// only if the sequence landed in the buffer that was read — the insert checks).
+    // Options are taken by reference as `write` takes them (they may grow past Copy).
+    #[allow(clippy::trivially_copy_pass_by_ref)]
     fn commit(
         &self,
+        options: &WriteOptions,
         reservation: &Reservation,
         read: &HintedRead<'_>,
         key: &[u8],
         mut batch: WriteBatch,
-        new_value: Option<&[u8]>,
+        (kind, value): (ValueKind, &[u8]),
     ) -> Result<()> {
         let sequence = reservation.first;
         let payload_bytes = batch.size_bytes();
@@ -220,19 +235,10 @@ impl DbInner {
         // SAFETY: the reservation is this attempt's own, made for `payload_bytes` (this
         // batch's size); `commit` runs once per reservation, so it is published once.
         unsafe { reservation.segment.publish(reservation.offset, record) };
-        let (kind, value) = match new_value {
-            Some(value) => (ValueKind::Put, value),
-            None => (ValueKind::Delete, &[][..]),
-        };
         reservation
             .buffer()
             .insert_hinted(&read.hint, key, sequence, kind, value);
-        self.finish_write(
-            reservation,
-            &WriteOptions::default(),
-            sequence,
-            payload_bytes,
-        )?;
+        self.finish_write(reservation, options, sequence, payload_bytes)?;
         Counters::add(&self.counters.read_modify_writes, 1);
         Ok(())
     }
@@ -240,7 +246,7 @@ impl DbInner {
     /// Stores `value` only if `key` is absent; returns whether it stored it.
     pub(super) fn put_if_absent(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         let mut stored = false;
-        self.read_modify_write(key, &mut |current| {
+        self.read_modify_write(&WriteOptions::default(), key, &mut |current| {
             stored = current.is_none();
             if stored {
                 Update::Put(value.to_vec())
@@ -259,8 +265,8 @@ impl DbInner {
         new: Option<&[u8]>,
     ) -> Result<bool> {
         let mut swapped = false;
-        self.read_modify_write(key, &mut |current| {
-            swapped = current == expected;
+        self.read_modify_write(&WriteOptions::default(), key, &mut |current| {
+            swapped = current.map(|(value, _)| value) == expected;
             match (swapped, new) {
                 (false, _) => Update::Keep,
                 (true, Some(value)) => Update::Put(value.to_vec()),
@@ -275,20 +281,49 @@ impl DbInner {
         // The decision may run several times (optimistic retries); the last run's outcome
         // is the one that took effect.
         let mut outcome: std::result::Result<i64, String> = Ok(0);
-        let mut decide = |current: Option<&[u8]>| {
-            outcome = parse_counter(current).and_then(|value| {
+        let mut decide = |current: Option<(&[u8], Option<u64>)>| {
+            outcome = parse_counter(current.map(|(value, _)| value)).and_then(|value| {
                 value
                     .checked_add(delta)
                     .ok_or_else(|| "increment overflows a 64-bit integer".to_string())
             });
-            match &outcome {
-                Ok(value) => Update::Put(value.to_string().into_bytes()),
-                Err(_) => Update::Keep,
+            // A counter keeps its expiry, as Redis's INCR keeps a key's TTL.
+            let expiry = current.and_then(|(_, expiry)| expiry);
+            match (&outcome, expiry) {
+                (Ok(value), None) => Update::Put(value.to_string().into_bytes()),
+                (Ok(value), Some(expiry)) => Update::PutWithExpiry(
+                    value.to_string().into_bytes(),
+                    crate::expiry::from_millis(expiry),
+                ),
+                (Err(_), _) => Update::Keep,
             }
         };
-        self.read_modify_write(key, &mut decide)?;
+        self.read_modify_write(&WriteOptions::default(), key, &mut decide)?;
         outcome.map_err(Error::InvalidArgument)
     }
+}
+
+/// What a decision writes: the batch, the value now stored (None: deleted) and, for a value
+/// with an expiry, its stored form (`expiry | value`); None for `Update::Keep`.
+type PlannedWrite = (WriteBatch, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The write `update` asks for, checked against the value limit.
+fn planned_write(key: &[u8], update: Update) -> Result<Option<PlannedWrite>> {
+    Ok(Some(match update {
+        Update::Keep => return Ok(None),
+        Update::Put(value) => {
+            check_value(&value)?;
+            (WriteBatch::single_put(key, &value), Some(value), None)
+        }
+        Update::PutWithExpiry(value, expiry) => {
+            check_value(&value)?;
+            let mut batch = WriteBatch::new();
+            batch.put_with_expiry(key, &value, expiry);
+            let stored = crate::expiry::encode(crate::expiry::to_millis(expiry), &value);
+            (batch, Some(value), Some(stored))
+        }
+        Update::Delete => (WriteBatch::single_delete(key), None, None),
+    }))
 }
 
 /// Parses a counter value (absent = 0).

@@ -142,7 +142,7 @@ impl WriteBuffer {
             let (kind, key, value) = entry?;
             self.memtable.insert(key, sequence, kind, value);
             match kind {
-                ValueKind::Put => puts += 1,
+                ValueKind::Put | ValueKind::PutWithExpiry => puts += 1,
                 ValueKind::Delete => deletes += 1,
             }
         }

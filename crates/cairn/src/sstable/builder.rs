@@ -20,7 +20,7 @@
 
 use super::block::BlockBuilder;
 use super::bloom::BloomFilterBuilder;
-use super::format::{encode_block, format_version_for, BlockHandle, Footer};
+use super::format::{encode_block, format_version_for, BlockHandle, Footer, FORMAT_VERSION};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
@@ -142,6 +142,10 @@ impl TableBuilder {
         properties.entry_count += 1;
         if parsed.kind == ValueKind::Delete {
             properties.delete_count += 1;
+        }
+        if parsed.kind == ValueKind::PutWithExpiry {
+            // Only a table holding the newer kind carries the newer version.
+            properties.format_version = FORMAT_VERSION;
         }
         properties.smallest_sequence = properties.smallest_sequence.min(parsed.sequence);
         properties.largest_sequence = properties.largest_sequence.max(parsed.sequence);

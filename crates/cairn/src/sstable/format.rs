@@ -70,20 +70,26 @@ pub const FOOTER_MAGIC_OFFSET: usize = FOOTER_VERSION_OFFSET + 4;
 /// Footer offset of the masked crc32c u32, which covers footer bytes `0..FOOTER_CRC_OFFSET`.
 pub const FOOTER_CRC_OFFSET: usize = FOOTER_MAGIC_OFFSET + 8;
 
-/// The table format version this code writes for tables without zstd blocks. On disk: bump
-/// the newest version (never reuse a number) for any change to a byte of a table file;
-/// docs/format.md, "Changing the format", says what else that change must do.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest table format version this code writes and reads: version 2 tables may hold
+/// zstd blocks and entries of kind `PutWithExpiry`. On disk: bump it (never reuse a number) for any change to
+/// a byte of a table file; docs/format.md, "Changing the format", says what else that change
+/// must do.
+pub const FORMAT_VERSION: u32 = 2;
 
-/// The table format version of tables that may hold zstd blocks (kind [`KIND_ZSTD`]), and the
-/// newest this build reads (invariant 4).
-pub const FORMAT_VERSION_ZSTD: u32 = 2;
+/// The oldest table format version this code reads. A table without expiring entries or
+/// zstd blocks is still written as this version, byte for byte as before, so older builds
+/// keep reading it.
+pub const FORMAT_VERSION_OLDEST: u32 = 1;
+
+/// The table format version of tables that may hold zstd blocks (kind [`KIND_ZSTD`]): the
+/// same version 2 that expiring entries introduced (invariant 4).
+pub const FORMAT_VERSION_ZSTD: u32 = FORMAT_VERSION;
 
 /// The format version of a table written with `compression`.
 pub fn format_version_for(compression: Compression) -> u32 {
     match compression {
         Compression::Zstd => FORMAT_VERSION_ZSTD,
-        Compression::None | Compression::Lz4 => FORMAT_VERSION,
+        Compression::None | Compression::Lz4 => FORMAT_VERSION_OLDEST,
     }
 }
 
@@ -213,8 +219,8 @@ impl Footer {
         ) else {
             return Err(corrupt(0, "footer truncated".to_string()));
         };
-        if !(FORMAT_VERSION..=FORMAT_VERSION_ZSTD).contains(&format_version) {
-            let age = if format_version < FORMAT_VERSION {
+        if !(FORMAT_VERSION_OLDEST..=FORMAT_VERSION).contains(&format_version) {
+            let age = if format_version < FORMAT_VERSION_OLDEST {
                 "is too old"
             } else {
                 "is newer than this build"
@@ -223,7 +229,7 @@ impl Footer {
                 FOOTER_VERSION_OFFSET,
                 format!(
                     "table format version {format_version} {age}; this build reads versions \
-                     {FORMAT_VERSION} to {FORMAT_VERSION_ZSTD}"
+                     {FORMAT_VERSION_OLDEST} to {FORMAT_VERSION}"
                 ),
             ));
         }
