@@ -51,6 +51,8 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 const GOLDEN_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v1");
 /// Where the golden files of on-disk format version 2 live.
 const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v2");
+/// Where the golden files of on-disk format version 3 live (`manifest_*`: run ids in edits).
+const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v3");
 
 /// The database written by format version 1, and what it must read back.
 const V1_DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1-db");
@@ -411,6 +413,7 @@ fn sample_edit() -> VersionEdit {
             (1, added(14, b"a", b"k", 30)),
             (2, added(15, b"l", b"z", 40)),
         ],
+        file_runs: Vec::new(),
     }
 }
 
@@ -420,13 +423,23 @@ fn golden_version_edit() {
     let edit = VersionEdit::decode(&golden("version-edit.bin")).unwrap();
     assert_eq!(edit.encode(), sample_edit().encode());
     assert_eq!(edit.added_files.len(), 2);
-    let today = VersionEdit {
-        format_version: Some(MANIFEST_FORMAT_VERSION),
+    let v2 = VersionEdit {
+        format_version: Some(2),
         ..sample_edit()
     };
-    check_golden_in(GOLDEN_V2, "version-edit.bin", &today.encode());
+    check_golden_in(GOLDEN_V2, "version-edit.bin", &v2.encode());
     let edit = VersionEdit::decode(&golden_v2("version-edit.bin")).unwrap();
     assert_eq!(edit.format_version, Some(2));
+    // Version 3: the run id of each added file (tag 8).
+    let today = VersionEdit {
+        format_version: Some(MANIFEST_FORMAT_VERSION),
+        file_runs: vec![(14, 0), (15, 21)],
+        ..sample_edit()
+    };
+    check_golden_in(GOLDEN_V3, "manifest_runs-version-edit.bin", &today.encode());
+    let bytes = std::fs::read(Path::new(GOLDEN_V3).join("manifest_runs-version-edit.bin")).unwrap();
+    let edit = VersionEdit::decode(&bytes).unwrap();
+    assert_eq!((edit.format_version, edit.run_of(15)), (Some(3), Some(21)));
 }
 
 /// Writes a MANIFEST through the real `VersionSet`: a snapshot, then two edits.
@@ -446,6 +459,7 @@ fn sample_manifest(fs: &MemFs) -> PathBuf {
         deleted_files: vec![(0, 2)],
         added_files: vec![(1, added(5, b"q", b"t", 30))],
         compact_pointers: vec![(0, internal_key(b"f", 11, ValueKind::Put))],
+        file_runs: vec![(5, 0)],
         ..VersionEdit::default()
     };
     versions.log_and_apply(second).unwrap();
@@ -458,13 +472,18 @@ fn sample_manifest(fs: &MemFs) -> PathBuf {
 fn golden_manifest() {
     let fs = MemFs::new();
     let manifest = sample_manifest(&fs);
-    // Today's MANIFEST is version 2; version 1 is only read.
+    // Today's MANIFEST is version 3 (run ids); versions 1 and 2 are only read.
     check_golden_in(
-        GOLDEN_V2,
-        "manifest.log",
+        GOLDEN_V3,
+        "manifest_runs.log",
         &fs.file_contents(&manifest).unwrap(),
     );
-    for (version, bytes) in [(1, golden("manifest.log")), (2, golden_v2("manifest.log"))] {
+    let v3 = std::fs::read(Path::new(GOLDEN_V3).join("manifest_runs.log")).unwrap();
+    for (version, bytes) in [
+        (1, golden("manifest.log")),
+        (2, golden_v2("manifest.log")),
+        (3, v3),
+    ] {
         let versions = recover_golden_manifest(bytes);
         assert_eq!(versions.manifest_format_version, version);
     }

@@ -6,11 +6,7 @@ use crate::key::{internal_key, ValueKind};
 use crate::version::{apply_edit, AddedFile, VersionEdit};
 
 fn shape() -> ShapeOptions {
-    ShapeOptions {
-        level0_compaction_trigger: 4,
-        level1_size_bytes_max: 1000,
-        level_size_ratio: 10,
-    }
+    ShapeOptions::leveled(4, 1000, 10)
 }
 
 fn file(number: u64, low: &str, high: &str, size: u64) -> AddedFile {

@@ -15,14 +15,13 @@
 //!    write is accepted afterwards (`check_writable`).
 
 use super::super_version::SuperVersion;
-use crate::compaction::{self, CompactionPolicy, ShapeOptions};
+use crate::compaction::{CompactionPolicy, ShapeOptions};
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SequenceNumber;
 use crate::options::Options;
 use crate::sequence::{Acknowledged, Watermark};
 use crate::snapshot::SnapshotList;
-use crate::sstable::TableOptions;
 use crate::stats::{Counters, LevelStats, Stats};
 use crate::table_cache::TableCache;
 use crate::version::VersionSet;
@@ -62,7 +61,6 @@ pub(super) struct DbInner {
     pub(super) options: Options,
     pub(super) file_system: Arc<dyn FileSystem>,
     pub(super) table_cache: Arc<TableCache>,
-    pub(super) table_options: TableOptions,
     pub(super) shape: ShapeOptions,
     /// Decides what to compact next; the compaction loop calls nothing else to choose.
     pub(super) policy: Box<dyn CompactionPolicy>,
@@ -87,6 +85,9 @@ pub(super) struct DbInner {
     pub(super) counters: Counters,
     pub(super) pending_outputs: Mutex<HashSet<u64>>,
     pub(super) compaction_lock: Mutex<()>,
+    /// What background compactions are running (`compact.rs`; several with
+    /// `Options::compaction_threads > 1`).
+    pub(super) running: Mutex<super::compact::RunningCompactions>,
 }
 
 /// Creates the file of a new WAL: memory-mapped where the options and the file system allow.
@@ -181,7 +182,7 @@ impl DbInner {
     pub(super) fn stats(&self) -> Stats {
         let super_version = self.super_version.load_full();
         let version = &super_version.version;
-        let scores = compaction::level_scores(version, &self.shape);
+        let scores = self.policy.scores(version, &self.shape);
         let levels = (0..version.level_count())
             .map(|level| LevelStats {
                 files: version.files(level).len(),

@@ -25,6 +25,7 @@ fn edit_round_trip_and_truncation() {
         format_version: Some(1),
         compact_pointers: vec![(2, b"k".to_vec())],
         deleted_files: vec![(1, 4)],
+        file_runs: vec![(8, 42)],
         added_files: vec![(2, added(8, b"a", b"z"))],
     };
     let encoded = edit.encode();
