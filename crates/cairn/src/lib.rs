@@ -101,4 +101,4 @@ pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{Db, Update};
 pub use db_iter::{DbIterator, RangeIter};
 pub use snapshot::Snapshot;
-pub use stats::Stats;
+pub use stats::{LevelStats, RunStats, Stats};

@@ -577,7 +577,7 @@ impl Worker<'_> {
 
 fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     let fs = MemFs::new();
-    let options = Options {
+    let options = common::shaped(Options {
         file_system: Arc::new(fs),
         write_buffer_size_bytes: 4096,
         max_immutable_memtables: 2,
@@ -589,7 +589,7 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
         level0_stop_trigger: 12,
         level_count: 4,
         ..Options::default()
-    };
+    });
     let db = Db::open("/history", options).unwrap();
     let clock = AtomicU64::new(0);
     let stop = AtomicBool::new(false);

@@ -181,7 +181,7 @@ fn run(ops: &[Op], make_options: &dyn Fn(&FaultFs) -> Options) -> Result<(), Str
 }
 
 fn tiny_options(fs: &FaultFs) -> Options {
-    Options {
+    common::shaped(Options {
         file_system: Arc::new(fs.clone()),
         write_buffer_size_bytes: 1024,
         max_immutable_memtables: 2,
@@ -197,18 +197,18 @@ fn tiny_options(fs: &FaultFs) -> Options {
         manifest_size_bytes_max: 4096,
         block_cache_size_bytes: 16 * 1024,
         ..Options::default()
-    }
+    })
 }
 
 fn default_options(fs: &FaultFs) -> Options {
-    Options {
+    common::shaped(Options {
         file_system: Arc::new(fs.clone()),
         ..Options::default()
-    }
+    })
 }
 
 fn no_wal_lz4_options(fs: &FaultFs) -> Options {
-    Options {
+    common::shaped(Options {
         file_system: Arc::new(fs.clone()),
         wal_enabled: false,
         compression: Compression::Lz4,
@@ -219,7 +219,7 @@ fn no_wal_lz4_options(fs: &FaultFs) -> Options {
         level1_size_bytes_max: 32 * 1024,
         block_cache_size_bytes: 0,
         ..Options::default()
-    }
+    })
 }
 
 fn check_option_set(name: &str, make_options: &dyn Fn(&FaultFs) -> Options) {
@@ -247,6 +247,22 @@ fn check_option_set(name: &str, make_options: &dyn Fn(&FaultFs) -> Options) {
 #[test]
 fn model_tiny_memtable_and_blocks() {
     check_option_set("tiny", &tiny_options);
+}
+
+/// The policy slice: the tiny shape under tiering and lazy leveling (see
+/// `common::env_style` for the full matrix).
+#[test]
+fn model_tiny_under_tiering() {
+    check_option_set("tiny-tiering", &|fs: &FaultFs| {
+        common::with_style(tiny_options(fs), cairn::CompactionStyle::Tiering)
+    });
+}
+
+#[test]
+fn model_tiny_under_lazy_leveling() {
+    check_option_set("tiny-lazy", &|fs: &FaultFs| {
+        common::with_style(tiny_options(fs), cairn::CompactionStyle::LazyLeveling)
+    });
 }
 
 #[test]

@@ -16,8 +16,8 @@
 //!
 //! Thread-safety contract: pure functions.
 
-use crate::options::{BloomAllocation, Options};
 use crate::sstable::TableOptions;
+use crate::{BloomAllocation, Options};
 
 /// The table settings for a table written to `level`, when the deepest level holding data
 /// is `deepest`.
@@ -71,7 +71,7 @@ pub fn monkey_bits_per_key(average: usize, ratio: u64, deepest: usize, level: us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::LevelOptions;
+    use crate::LevelOptions;
 
     #[test]
     fn uniform_is_the_database_setting() {

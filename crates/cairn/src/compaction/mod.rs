@@ -46,35 +46,8 @@ pub use policy::{Choice, CompactionPolicy, CompactionState};
 pub use tiered::Tiered;
 
 use crate::version::{FileMeta, Version};
+pub use crate::CompactionStyle;
 use std::sync::Arc;
-
-/// The shape of the tree a database keeps: how many sorted runs a level may hold and how
-/// they are merged (`Options::compaction_style`).
-///
-/// ```
-/// use cairn::{CompactionStyle, Options};
-/// let mut options = Options::in_memory();
-/// options.compaction_style = CompactionStyle::Tiering;
-/// options.runs_per_level = 3;
-/// let db = cairn::Db::open(std::path::Path::new("/shape-doc"), options).unwrap();
-/// db.put(b"k", b"v").unwrap();
-/// assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum CompactionStyle {
-    /// One run per level >= 1; a level over its size limit merges part of itself into the
-    /// next level's run (`LevelDB`). Cheapest reads and space, most write amplification. The
-    /// default (the only style before it was a knob).
-    #[default]
-    Leveling,
-    /// Up to `runs_per_level` runs per level; a full level merges (a `merge_fraction` of) its
-    /// runs into one new run of the next level. Least write amplification; reads probe more
-    /// runs.
-    Tiering,
-    /// Tiering at every level but the last, which is leveled (Dostoevsky): close to
-    /// tiering's writes with close to leveling's space and large-level reads.
-    LazyLeveling,
-}
 
 impl CompactionStyle {
     /// The policy that keeps this shape.

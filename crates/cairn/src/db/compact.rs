@@ -285,6 +285,7 @@ impl DbInner {
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_read_bytes, plan.input_bytes());
         Counters::add(&self.counters.compaction_write_bytes, written);
+        self.counters.add_level_write(plan.output_level, written);
         Ok(())
     }
 
@@ -304,6 +305,44 @@ impl DbInner {
             )));
         }
         Ok(MergingIterator::new(children))
+    }
+
+    /// The `Put` entries of the write buffers (`None`) or of on-disk level `level`, every
+    /// version present, run by run (newest run first) and by key within a run, at most
+    /// `limit` (`Db::level_entries`). Reads the tables without filling the block cache.
+    pub(super) fn level_entries(
+        &self,
+        level: Option<usize>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let super_version = self.super_version.load_full();
+        let sources: Vec<Box<dyn InternalIterator>> = match level {
+            None => super_version.memory.iterators(),
+            Some(level) => super_version
+                .version
+                .runs(level)
+                .map(|run| -> Box<dyn InternalIterator> {
+                    Box::new(LevelIterator::new(
+                        run.files().to_vec(),
+                        Arc::clone(&self.table_cache),
+                        false,
+                    ))
+                })
+                .collect(),
+        };
+        let mut entries = Vec::new();
+        for mut source in sources {
+            source.seek_to_first();
+            while source.valid() && entries.len() < limit {
+                let parsed = crate::key::parse_internal_key(source.key());
+                if let Some(key) = parsed.filter(|key| key.kind == crate::key::ValueKind::Put) {
+                    entries.push((key.user_key.to_vec(), source.value().to_vec()));
+                }
+                source.next();
+            }
+            source.status()?;
+        }
+        Ok(entries)
     }
 
     /// Deletes files no version, pending output or unflushed buffer needs (invariant 2).

@@ -153,6 +153,7 @@ impl DbInner {
         oldest.log().retire();
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.flush_bytes, written);
+        self.counters.add_level_write(0, written);
         self.delete_obsolete_files();
         Ok(())
     }

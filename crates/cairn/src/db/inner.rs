@@ -22,7 +22,7 @@ use crate::key::SequenceNumber;
 use crate::options::Options;
 use crate::sequence::{Acknowledged, Watermark};
 use crate::snapshot::SnapshotList;
-use crate::stats::{Counters, LevelStats, Stats};
+use crate::stats::{Counters, LevelStats, RunStats, Stats};
 use crate::table_cache::TableCache;
 use crate::version::VersionSet;
 use arc_swap::ArcSwap;
@@ -88,6 +88,33 @@ pub(super) struct DbInner {
     /// What background compactions are running (`compact.rs`; several with
     /// `Options::compaction_threads > 1`).
     pub(super) running: Mutex<super::compact::RunningCompactions>,
+}
+
+impl DbInner {
+    /// Per-level statistics of `version` (`Db::level_stats`).
+    pub(super) fn level_stats_of(&self, version: &crate::version::Version) -> Vec<LevelStats> {
+        let scores = self.policy.scores(version, &self.shape);
+        (0..version.level_count())
+            .map(|level| {
+                let runs = version.level(level);
+                LevelStats {
+                    files: version.files(level).len(),
+                    bytes: version.level_bytes(level),
+                    score: scores.get(level).copied().unwrap_or(0.0),
+                    runs: runs
+                        .runs()
+                        .enumerate()
+                        .map(|(index, run)| RunStats {
+                            id: runs.run_id(index).unwrap_or(0),
+                            files: run.files().len(),
+                            bytes: run.bytes(),
+                        })
+                        .collect(),
+                    write_bytes: self.counters.level_write(level),
+                }
+            })
+            .collect()
+    }
 }
 
 /// Creates the file of a new WAL: memory-mapped where the options and the file system allow.
@@ -181,15 +208,7 @@ impl DbInner {
     /// The report behind `Db::stats`.
     pub(super) fn stats(&self) -> Stats {
         let super_version = self.super_version.load_full();
-        let version = &super_version.version;
-        let scores = self.policy.scores(version, &self.shape);
-        let levels = (0..version.level_count())
-            .map(|level| LevelStats {
-                files: version.files(level).len(),
-                bytes: version.level_bytes(level),
-                score: scores.get(level).copied().unwrap_or(0.0),
-            })
-            .collect();
+        let levels = self.level_stats_of(&super_version.version);
         let (block_cache_bytes, block_cache_hits, block_cache_misses) =
             match self.table_cache.block_cache() {
                 Some(cache) => (cache.usage_bytes() as u64, cache.hits(), cache.misses()),
