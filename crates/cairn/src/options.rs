@@ -72,8 +72,9 @@ pub struct Options {
     /// Per-level overrides of table settings: entry `i` applies to level `i`; levels past the
     /// end use the database-wide settings.
     pub level_options: Vec<LevelOptions>,
-    /// Background threads that flush memtables (default 1). Flushes install in memtable
-    /// order, so extra threads overlap the writing of tables, not their order.
+    /// Background threads that flush memtables (default 1). Validated and reserved: flushes
+    /// are still written one at a time in memtable order (level 0 is ordered by flush), so
+    /// one flush thread runs whatever this says.
     pub flush_threads: usize,
     /// Background threads that compact (default 1). With more, compactions of disjoint
     /// levels and files run at once.
