@@ -15,13 +15,10 @@
 //! expect L<from> -> L<to> run <index|new> inputs <n,...> overlaps <n,...|-> [trivial]
 //! ```
 //!
-//! Deeper runs get made-up ids, the oldest run 1 (`Version::from_runs`).
-//!
-//! ```text
-//! ```
-//!
 //! Level-0 files get a run each (newest first); deeper files join run 0 unless `.<run>` says
-//! otherwise; each run is sorted by key. The built version must pass `check_invariants`.
+//! otherwise; each run is sorted by key, and run `r` of a level is older than run `r - 1`
+//! (made-up ids, the oldest run 1: `Version::from_runs`). The built version must pass
+//! `check_invariants`.
 
 use super::plan::OutputRun;
 use super::*;
