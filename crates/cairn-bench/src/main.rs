@@ -14,7 +14,7 @@ mod runner;
 mod workloads;
 
 use clap::{ArgAction, Parser};
-use engine::EngineConfig;
+use engine::{EngineConfig, ShapeConfig};
 use error::{BenchError, Context, Result};
 use hdrhistogram::Histogram;
 use report::{Machine, Report, ResultEntry, Summary};
@@ -153,6 +153,33 @@ struct Args {
     #[arg(long = "flush_after_load", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
     flush_after_load: bool,
+    /// cairn's tree shape: leveling, tiering or lazy (lazy leveling).
+    #[arg(long = "compaction_style", default_value = "leveling")]
+    compaction_style: String,
+    /// cairn: size ratio between levels (fanout T).
+    #[arg(long, default_value_t = 10)]
+    fanout: u64,
+    /// cairn, tiered styles: runs a level holds before it is merged down (D).
+    #[arg(long = "runs_per_level", default_value_t = 4)]
+    runs_per_level: usize,
+    /// cairn, tiered styles: share of a full level's runs merged down at a time (m).
+    #[arg(long = "merge_fraction", default_value_t = 1.0)]
+    merge_fraction: f64,
+    /// cairn: Bloom bits per level, uniform or monkey (same memory, fewer on the last level).
+    #[arg(long = "bloom_allocation", default_value = "uniform")]
+    bloom_allocation: String,
+    /// cairn: data block size per level, comma separated from level 0 (others: --block_size).
+    #[arg(long = "level_block_sizes", default_value = "")]
+    level_block_sizes: String,
+    /// Level-1 size limit in bytes (the base of every level's limit).
+    #[arg(long = "level1_size", default_value_t = 256 << 20)]
+    level1_size: u64,
+    /// cairn: number of levels.
+    #[arg(long, default_value_t = 7)]
+    levels: usize,
+    /// cairn: background compaction threads.
+    #[arg(long = "compaction_threads", default_value_t = 1)]
+    compaction_threads: usize,
     /// Directory under which each engine's database is created (wiped before each run).
     #[arg(long, default_value = "/tmp/cairn-bench-db")]
     db: PathBuf,
@@ -169,6 +196,49 @@ struct Args {
     #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true",
           value_parser = parse_bool, action = ArgAction::Set)]
     progress: bool,
+}
+
+/// cairn's shape options from the command line (docs/tuning.md names each flag's trade-off).
+fn shape_config(args: &Args) -> Result<ShapeConfig> {
+    let style = match args.compaction_style.as_str() {
+        "leveling" => cairn::CompactionStyle::Leveling,
+        "tiering" => cairn::CompactionStyle::Tiering,
+        "lazy" => cairn::CompactionStyle::LazyLeveling,
+        other => {
+            return Err(BenchError::new(format!(
+                "--compaction_style {other}: expected leveling, tiering or lazy"
+            )))
+        }
+    };
+    let bloom_allocation = match args.bloom_allocation.as_str() {
+        "uniform" => cairn::BloomAllocation::Uniform,
+        "monkey" => cairn::BloomAllocation::Monkey,
+        other => {
+            return Err(BenchError::new(format!(
+                "--bloom_allocation {other}: expected uniform or monkey"
+            )))
+        }
+    };
+    let level_block_sizes = args
+        .level_block_sizes
+        .split(',')
+        .filter(|size| !size.trim().is_empty())
+        .map(|size| {
+            size.trim().parse::<usize>().map_err(|_| {
+                BenchError::new(format!("--level_block_sizes: \"{size}\" is not a size"))
+            })
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    Ok(ShapeConfig {
+        style,
+        fanout: args.fanout,
+        runs_per_level: args.runs_per_level,
+        merge_fraction: args.merge_fraction,
+        bloom_allocation,
+        level_block_sizes,
+        levels: args.levels,
+        compaction_threads: args.compaction_threads,
+    })
 }
 
 fn main() -> ExitCode {
@@ -365,11 +435,12 @@ fn run(args: Args) -> Result<()> {
         wal: !args.disable_wal,
         sync: args.sync,
         target_file_size: 64 << 20,
-        level1_size: 256 << 20,
+        level1_size: args.level1_size,
         level0_triggers: (4, 12, 20),
         max_immutable_memtables: 4,
         memstore_capacity,
         compression: args.compression_type,
+        shape: shape_config(&args)?,
     };
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -629,6 +700,7 @@ mod tests {
             max_immutable_memtables: 4,
             memstore_capacity: 64 << 20,
             compression: ::cairn::Compression::Zstd,
+            shape: ShapeConfig::default(),
         }
     }
 

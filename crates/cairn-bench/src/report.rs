@@ -55,6 +55,9 @@ pub struct Summary {
     pub write_amplification: Stat,
     /// Space used at the end of the phase (bytes).
     pub space_bytes: Stat,
+    /// Space used / logical size of the key space.
+    #[serde(default)]
+    pub space_amplification: Stat,
     /// Fraction of point reads that found their key.
     pub found_fraction: Stat,
     /// Process CPU microseconds per operation.
@@ -73,6 +76,7 @@ impl Summary {
             p999_us: stat(|m| m.p999_us),
             write_amplification: stat(|m| m.write_amplification),
             space_bytes: stat(|m| m.space_bytes as f64),
+            space_amplification: stat(|m| m.space_amplification),
             cpu_us_per_op: stat(|m| m.cpu_us_per_op),
             found_fraction: stat(|m| {
                 if m.reads == 0 {
@@ -223,7 +227,7 @@ pub fn table(report: &Report) -> String {
         .max(8);
     let _ = writeln!(
         out,
-        "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8}",
+        "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8} {:>6}",
         "benchmark",
         "thr",
         "engine",
@@ -237,7 +241,8 @@ pub fn table(report: &Report) -> String {
         "cpu-us/op",
         "found",
         "w-amp",
-        "spaceMiB"
+        "spaceMiB",
+        "s-amp"
     );
     let mut previous: Option<(&str, usize)> = None;
     for entry in &report.results {
@@ -267,7 +272,7 @@ pub fn table(report: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>9.2} {:>6} {:>6} {:>8.0}",
+            "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>9.2} {:>6} {:>6} {:>8.0} {:>6.2}",
             entry.benchmark,
             entry.threads,
             entry.engine,
@@ -286,6 +291,7 @@ pub fn table(report: &Report) -> String {
             found,
             amplification,
             summary.space_bytes.median / (1024.0 * 1024.0),
+            summary.space_amplification.median,
         );
     }
     let notes: Vec<String> = {

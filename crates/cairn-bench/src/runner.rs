@@ -85,6 +85,11 @@ pub struct Measurement {
     pub write_amplification: f64,
     /// Bytes of the files in the database directory at the end of the phase.
     pub space_bytes: u64,
+    /// space_bytes / (num * (key_size + value_size)): the directory against the logical size
+    /// of a full key space (0 when the key space is empty). Meaningful once the key space is
+    /// loaded (after a fill, or with a preload).
+    #[serde(default)]
+    pub space_amplification: f64,
     /// Engine counters that changed during the phase (cairn: its own byte counters).
     pub engine_counters: Vec<(String, u64)>,
     /// CPU time of the whole process during the phase (every thread: workers, the engine's
@@ -699,6 +704,12 @@ fn run_phase(
         0.0
     };
     measurement.space_bytes = directory_bytes(dir);
+    let logical_space = params.num * (params.key_size + params.value_size) as u64;
+    measurement.space_amplification = if logical_space > 0 {
+        measurement.space_bytes as f64 / logical_space as f64
+    } else {
+        0.0
+    };
     measurement.engine_counters = counters_after
         .iter()
         .filter_map(|(name, after)| {

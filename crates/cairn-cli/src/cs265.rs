@@ -10,7 +10,15 @@
 //! |               | on one line (an empty line if none, or if `A >= B`)                     |
 //! | `d K`         | delete `K` (absent keys are fine)                                       |
 //! | `l "path"`    | load a binary file of native-endian `i32` pairs `K V K V …` as puts      |
-//! | `s`           | print the store's statistics                                            |
+//! | `s [N]`       | print the statistics in the CS265 format (below), at most `N` pairs per |
+//! |               | level in the dumps                                                      |
+//!
+//! `s` prints, as the CS265 workload specifies, `Logical Pairs: N` (live keys), then one line
+//! of per-level counts of stored pairs (`LVL1: 3, LVL3: 9`, non-empty levels only), then per
+//! non-empty level one line of its pairs as `key:value:Lk`. Levels count from 1 as in CS265:
+//! `L1` is the write buffers in memory and `L(k+2)` is cairn's on-disk level `k` (so `L2` is
+//! level 0). Stored pairs include overwritten versions not yet compacted away (the difference
+//! between the counts and `Logical Pairs` is the space amplification), not deletions.
 //!
 //! Blank lines are ignored; tokens may be separated by any amount of whitespace.
 //!
@@ -81,8 +89,8 @@ pub enum Command {
         /// The path as written (quotes removed); relative paths are resolved by the shell.
         path: String,
     },
-    /// `s`
-    Stats,
+    /// `s [N]`: at most `N` pairs per level in the dumps (None: all).
+    Stats(Option<usize>),
 }
 
 /// Parses one line. `Ok(None)` for a blank line; the error message names the problem but not
@@ -119,12 +127,17 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
         "l" => Command::Load {
             path: parse_path(rest)?,
         },
-        "s" => {
-            if !rest.is_empty() {
-                return Err(format!("expected nothing after 's', got \"{rest}\""));
+        "s" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [] => Command::Stats(None),
+            [limit] => Command::Stats(Some(limit.parse().map_err(|_| {
+                format!("expected a pair limit (a count) after 's', got \"{rest}\"")
+            })?)),
+            _ => {
+                return Err(format!(
+                    "expected at most a pair limit after 's', got \"{rest}\""
+                ))
             }
-            Command::Stats
-        }
+        },
         other => {
             return Err(format!(
                 "unknown command \"{other}\" (expected one of p, g, r, d, l, s)"
@@ -210,8 +223,43 @@ pub trait Store {
     /// Appends every pair with `lower <= key < upper` to `out` in ascending key order.
     /// Called only with `lower < upper`.
     fn range(&mut self, lower: i32, upper: i32, out: &mut Vec<(i32, i32)>) -> Result<(), String>;
-    /// Human-readable statistics (may span several lines).
-    fn stats(&mut self) -> Result<String, String>;
+    /// Statistics in the CS265 `s` format (see [`format_stats`]), at most `limit` pairs per
+    /// level in the dumps.
+    fn stats(&mut self, limit: Option<usize>) -> Result<String, String>;
+}
+
+/// One level of the CS265 `s` output: its number (from 1), how many pairs it stores, and the
+/// pairs to dump.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelDump {
+    /// `k` of `LVLk` / `:Lk`.
+    pub level: usize,
+    /// Pairs stored in the level (all of them, not only the dumped ones).
+    pub count: usize,
+    /// Pairs to print, in the level's order.
+    pub pairs: Vec<(i32, i32)>,
+}
+
+/// The CS265 `s` text: `Logical Pairs: N`, the counts of non-empty levels, one dump line per
+/// non-empty level.
+pub fn format_stats(logical_pairs: usize, levels: &[LevelDump]) -> String {
+    let levels: Vec<&LevelDump> = levels.iter().filter(|level| level.count > 0).collect();
+    let mut text = format!("Logical Pairs: {logical_pairs}\n");
+    let counts: Vec<String> = levels
+        .iter()
+        .map(|level| format!("LVL{}: {}", level.level, level.count))
+        .collect();
+    text.push_str(&counts.join(", "));
+    for level in levels {
+        let pairs: Vec<String> = level
+            .pairs
+            .iter()
+            .map(|(key, value)| format!("{key}:{value}:L{}", level.level))
+            .collect();
+        text.push('\n');
+        text.push_str(&pairs.join(" "));
+    }
+    text
 }
 
 impl Store for BTreeMap<i32, i32> {
@@ -234,8 +282,19 @@ impl Store for BTreeMap<i32, i32> {
         Ok(())
     }
 
-    fn stats(&mut self) -> Result<String, String> {
-        Ok(format!("keys: {}", self.len()))
+    /// The map is one level, `L1`.
+    fn stats(&mut self, limit: Option<usize>) -> Result<String, String> {
+        let pairs = self
+            .iter()
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|(key, value)| (*key, *value))
+            .collect();
+        let level = LevelDump {
+            level: 1,
+            count: self.len(),
+            pairs,
+        };
+        Ok(format_stats(self.len(), &[level]))
     }
 }
 
@@ -340,8 +399,8 @@ impl<S: Store, W: Write> Shell<S, W> {
             }
             Command::Delete { key } => self.store.delete(*key).map_err(failed)?,
             Command::Load { path } => self.load(path)?,
-            Command::Stats => {
-                let text = self.store.stats().map_err(failed)?;
+            Command::Stats(limit) => {
+                let text = self.store.stats(*limit).map_err(failed)?;
                 writeln!(self.out, "{}", text.trim_end())?;
             }
         }
@@ -530,7 +589,10 @@ mod tests {
         assert_eq!(parse("g -7"), Command::Get { key: -7 });
         assert_eq!(parse("r 3 9"), Command::Range { lower: 3, upper: 9 });
         assert_eq!(parse("d +4"), Command::Delete { key: 4 });
-        assert_eq!(parse("s"), Command::Stats);
+        assert_eq!(parse("s"), Command::Stats(None));
+        assert_eq!(parse("s 3"), Command::Stats(Some(3)));
+        assert!(parse_line("s x").is_err());
+        assert!(parse_line("s 1 2").is_err());
         assert_eq!(
             parse("l \"data/one.bin\""),
             Command::Load {
@@ -552,7 +614,7 @@ mod tests {
             Command::Put { key: 1, value: 2 }
         );
         assert_eq!(parse("\tg 5\n"), Command::Get { key: 5 });
-        assert_eq!(parse("s \r\n"), Command::Stats);
+        assert_eq!(parse("s \r\n"), Command::Stats(None));
         assert_eq!(parse_line("").unwrap(), None);
         assert_eq!(parse_line("   \t \r\n").unwrap(), None);
     }
@@ -612,7 +674,10 @@ mod tests {
         assert!(error("g 1 2").starts_with("expected 1 integer after 'g', got 2 arguments"));
         assert!(error("r 1").starts_with("expected 2 integers after 'r'"));
         assert!(error("d").starts_with("expected 1 integer after 'd'"));
-        assert_eq!(error("s 1"), "expected nothing after 's', got \"1\"");
+        assert_eq!(
+            error("s 1 2"),
+            "expected at most a pair limit after 's', got \"1 2\""
+        );
     }
 
     #[test]
@@ -645,7 +710,8 @@ mod tests {
         let (out, errors, summary) = run(input);
         assert_eq!(
             out,
-            "55\n\n-1:-10 5:55\n\n\n\n-1:-10\n-2147483648\nkeys: 2\n"
+            "55\n\n-1:-10 5:55\n\n\n\n-1:-10\n-2147483648\n\
+             Logical Pairs: 2\nLVL1: 2\n-1:-10:L1 1:-2147483648:L1\n"
         );
         assert_eq!(errors, "");
         assert_eq!(summary.commands, 15);

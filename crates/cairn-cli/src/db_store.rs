@@ -3,7 +3,7 @@
 //! Keys and values are stored as 4-byte [`encode_i32`] encodings, so byte order is numeric
 //! order and a range scan over encoded bounds returns keys in numeric order.
 
-use crate::cs265::{decode_i32_slice, encode_i32, Store, ENCODED_BYTES};
+use crate::cs265::{decode_i32_slice, encode_i32, format_stats, LevelDump, Store, ENCODED_BYTES};
 use cairn::{Db, WriteBatch, WriteOptions};
 
 /// A [`Db`] seen as a store of `i32 → i32`.
@@ -93,7 +93,31 @@ impl Store for DbStore<'_> {
         Ok(())
     }
 
-    fn stats(&mut self) -> Result<String, String> {
-        Ok(self.db.stats().to_string())
+    /// `L1` is the write buffers, `L(k+2)` on-disk level `k` (see `cs265`'s module doc).
+    fn stats(&mut self, limit: Option<usize>) -> Result<String, String> {
+        let text = |error: cairn::Error| error.to_string();
+        let mut logical_pairs = 0;
+        for entry in self.db.range::<[u8], _>(..).map_err(text)? {
+            let (key, _) = entry.map_err(text)?;
+            logical_pairs += usize::from(decode_i32_slice(&key).is_some());
+        }
+        let places = std::iter::once(None).chain((0..self.db.level_stats().len()).map(Some));
+        let mut levels = Vec::new();
+        for (index, place) in places.enumerate() {
+            let entries = self.db.level_entries(place, usize::MAX).map_err(text)?;
+            let pairs: Vec<(i32, i32)> = entries
+                .iter()
+                .filter_map(|(key, value)| Some((decode_i32_slice(key)?, decode_i32_slice(value)?)))
+                .collect();
+            levels.push(LevelDump {
+                level: index + 1,
+                count: pairs.len(),
+                pairs: pairs
+                    .into_iter()
+                    .take(limit.unwrap_or(usize::MAX))
+                    .collect(),
+            });
+        }
+        Ok(format_stats(logical_pairs, &levels))
     }
 }

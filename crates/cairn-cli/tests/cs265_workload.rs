@@ -182,7 +182,7 @@ fn generated_workload_matches_oracle() {
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             match fields.as_slice() {
-                [level, files, _, _] if level.parse::<usize>().is_ok_and(|l| l >= 1) => {
+                [level, files, _, _, ..] if level.parse::<usize>().is_ok_and(|l| l >= 1) => {
                     files.parse::<usize>().ok()
                 }
                 _ => None,
@@ -271,7 +271,7 @@ fn malformed_lines_are_reported_and_skipped() {
         "error: line 6: load file odd.bin is 12 bytes, not a multiple of 8",
         "error: line 8: cannot open load file missing.bin",
         "error: line 9: expected 1 integer after 'd', got nothing",
-        "error: line 15: expected nothing after 's', got \"extra\"",
+        "error: line 15: expected a pair limit (a count) after 's', got \"extra\"",
         "cairn shell: 14 commands (7 failed) in ",
     ];
     assert_eq!(lines.len(), expected_starts.len(), "stderr: {stderr}");

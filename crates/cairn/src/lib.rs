@@ -76,7 +76,10 @@ pub use error::{Error, Result};
 pub use fs::{FaultFs, FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, KEY_BYTES_MAX, VALUE_BYTES_MAX};
 pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};
-pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};
+pub use options::{
+    BloomAllocation, CompactionStyle, Compression, LevelOptions, Options, ReadOptions, WalRecovery,
+    WriteOptions,
+};
 
 pub(crate) mod batch;
 pub(crate) mod compaction;
@@ -99,4 +102,4 @@ pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{Db, Update, WriteOutcome};
 pub use db_iter::{DbIterator, RangeIter};
 pub use snapshot::Snapshot;
-pub use stats::Stats;
+pub use stats::{LevelStats, RunStats, Stats};

@@ -81,6 +81,26 @@ pub struct Options {
     pub level1_size_bytes_max: u64,
     /// Growth factor between consecutive levels (the size ratio / fanout T). Default: 10.
     pub level_size_ratio: u64,
+    /// The shape of the tree: leveling (default), tiering or lazy leveling. May change between
+    /// opens of one database; the next compactions move the tree to the new shape.
+    pub compaction_style: CompactionStyle,
+    /// Tiered styles: runs a level may hold before it is merged down (D; default 4).
+    pub runs_per_level: usize,
+    /// Tiered styles: share of a full level's runs merged down at a time (m, in (0, 1];
+    /// default 1.0, the whole level).
+    pub merge_fraction: f64,
+    /// How Bloom filter bits are spread over levels at `bloom_bits_per_key` on average.
+    pub bloom_allocation: BloomAllocation,
+    /// Per-level overrides of table settings: entry `i` applies to level `i`; levels past the
+    /// end use the database-wide settings.
+    pub level_options: Vec<LevelOptions>,
+    /// Background threads that flush memtables (default 1). Validated and reserved: flushes
+    /// are still written one at a time in memtable order (level 0 is ordered by flush), so
+    /// one flush thread runs whatever this says.
+    pub flush_threads: usize,
+    /// Background threads that compact (default 1). With more, compactions of disjoint
+    /// levels and files run at once.
+    pub compaction_threads: usize,
     /// MANIFEST size after which a fresh one is written. Default: 64 MiB.
     pub manifest_size_bytes_max: u64,
     /// Verify block checksums on every read (always done for compaction inputs).
@@ -122,6 +142,13 @@ impl Default for Options {
             level0_stop_trigger: 20,
             level1_size_bytes_max: 256 * 1024 * 1024,
             level_size_ratio: 10,
+            compaction_style: CompactionStyle::Leveling,
+            runs_per_level: 4,
+            merge_fraction: 1.0,
+            bloom_allocation: BloomAllocation::Uniform,
+            level_options: Vec::new(),
+            flush_threads: 1,
+            compaction_threads: 1,
             manifest_size_bytes_max: 64 * 1024 * 1024,
             verify_checksums: true,
             compaction_filter: None,
@@ -213,6 +240,27 @@ impl Options {
             "level_size_ratio must be at least 2",
         )?;
         check(
+            (1..=64).contains(&self.runs_per_level),
+            "runs_per_level must be between 1 and 64",
+        )?;
+        check(
+            self.merge_fraction > 0.0 && self.merge_fraction <= 1.0,
+            "merge_fraction must be in (0, 1]",
+        )?;
+        check(
+            (1..=16).contains(&self.flush_threads) && (1..=16).contains(&self.compaction_threads),
+            "flush_threads and compaction_threads must be between 1 and 16",
+        )?;
+        check(
+            self.level_options.iter().all(|level| {
+                level.bloom_bits_per_key.is_none_or(|bits| bits <= 64)
+                    && level
+                        .block_size_bytes
+                        .is_none_or(|size| (64..=64 * 1024 * 1024).contains(&size))
+            }),
+            "level_options: bloom_bits_per_key at most 64, block_size_bytes 64 B to 64 MiB",
+        )?;
+        check(
             self.manifest_size_bytes_max >= 1024,
             "manifest_size_bytes_max must be at least 1024",
         )?;
@@ -223,6 +271,68 @@ impl Options {
         )?;
         Ok(())
     }
+}
+
+/// The shape of the tree a database keeps: how many sorted runs a level may hold and how
+/// they are merged (`Options::compaction_style`).
+///
+/// ```
+/// use cairn::{CompactionStyle, Options};
+/// let mut options = Options::in_memory();
+/// options.compaction_style = CompactionStyle::Tiering;
+/// options.runs_per_level = 3;
+/// let db = cairn::Db::open(std::path::Path::new("/shape-doc"), options).unwrap();
+/// db.put(b"k", b"v").unwrap();
+/// assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CompactionStyle {
+    /// One run per level >= 1; a level over its size limit merges part of itself into the
+    /// next level's run (`LevelDB`). Cheapest reads and space, most write amplification. The
+    /// default (the only style before it was a knob).
+    #[default]
+    Leveling,
+    /// Up to `runs_per_level` runs per level; a full level merges (a `merge_fraction` of) its
+    /// runs into one new run of the next level. Least write amplification; reads probe more
+    /// runs.
+    Tiering,
+    /// Tiering at every level but the last, which is leveled (Dostoevsky): close to
+    /// tiering's writes with close to leveling's space and large-level reads.
+    LazyLeveling,
+}
+
+/// How Bloom filter memory is spread over the levels (`Options::bloom_allocation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BloomAllocation {
+    /// Every level gets `bloom_bits_per_key` (the default).
+    #[default]
+    Uniform,
+    /// Monkey (SIGMOD'17): the same total filter memory, but each level's false-positive rate
+    /// proportional to its size — fewer bits per key on the largest level, about
+    /// `ln(T) / ln(2)^2` (4.8 at T = 10) more on each level above it — which minimises the
+    /// sum of false-positive rates, the expected I/O of a lookup that finds nothing. Levels
+    /// are weighted by their capacity (`level1_size_bytes_max * T^(i-1)`) down to the
+    /// deepest level holding data when a table is written.
+    Monkey,
+}
+
+/// Table settings for one level (`Options::level_options`); `None` takes the database-wide
+/// setting. The place for any future per-level knob.
+///
+/// ```
+/// let mut options = cairn::Options::default();
+/// let mut level1 = cairn::LevelOptions::default();
+/// level1.block_size_bytes = Some(16 * 1024);
+/// options.level_options = vec![cairn::LevelOptions::default(), level1];
+/// assert!(options.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LevelOptions {
+    /// Bloom bits per key of this level's tables (overrides `bloom_allocation`).
+    pub bloom_bits_per_key: Option<usize>,
+    /// Data block size of this level's tables: the fence-pointer granularity.
+    pub block_size_bytes: Option<usize>,
 }
 
 /// Options for one read.

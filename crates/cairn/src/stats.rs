@@ -4,9 +4,19 @@
 //! synchronisation, and must never order anything. Each is striped over cache lines
 //! (`StripedCounter`) because the write path bumps several per put: one shared line per
 //! counter would bounce between every writing core on every write.
+//!
+//! Per level, the report gives the level's runs (id, files, bytes) and the bytes flushes and
+//! compactions wrote into it since open (`level_write_bytes`, bumped once per job, so a plain
+//! atomic each): `write_bytes / wal_bytes` is the level's share of write amplification.
+//!
+//! Invariants:
+//! 1. The sum over levels of `write_bytes` equals `flush_bytes + compaction_write_bytes`
+//!    (both are bumped by the same job, with the same amount).
+//! 2. A level's `files` and `bytes` are the sums over its runs.
 
 use crate::sync::StripedCounter;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live counters (one per database).
 #[derive(Debug, Default)]
@@ -60,6 +70,8 @@ pub struct Counters {
     /// unsynced tail to the end of its WAL, plus every ignored newer WAL (a torn tail's own
     /// bytes are not counted: they never held a whole record).
     pub wal_recovery_dropped_bytes: StripedCounter,
+    /// Bytes written into each level by flushes and compactions (32 levels at most).
+    pub level_write_bytes: [AtomicU64; 32],
 }
 
 impl Counters {
@@ -70,15 +82,55 @@ impl Counters {
     }
 }
 
-/// One level's shape.
+impl Counters {
+    /// Adds `bytes` written into `level` (invariant 1: with the flush or compaction byte
+    /// counter of the same job).
+    pub fn add_level_write(&self, level: usize, bytes: u64) {
+        if let Some(counter) = self.level_write_bytes.get(level) {
+            counter.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes written into `level` since open.
+    pub fn level_write(&self, level: usize) -> u64 {
+        self.level_write_bytes
+            .get(level)
+            .map_or(0, |counter| counter.load(Ordering::Relaxed))
+    }
+}
+
+/// One level's shape (`Db::level_stats`, `Stats::levels`).
+///
+/// ```
+/// let db = cairn::Db::open("/level-stats-doc", cairn::Options::in_memory()).unwrap();
+/// db.put(b"k", b"v").unwrap();
+/// db.flush().unwrap();
+/// let levels = db.level_stats();
+/// assert_eq!(levels[0].runs.len(), levels[0].files); // level 0: a run per file
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct LevelStats {
     /// Files in the level.
     pub files: usize,
     /// Bytes in the level.
     pub bytes: u64,
-    /// Compaction score (>= 1 means over its limit).
+    /// Compaction score by the database's policy (>= 1 means it wants compaction).
     pub score: f64,
+    /// The level's sorted runs, newest first.
+    pub runs: Vec<RunStats>,
+    /// Bytes flushes and compactions wrote into this level since open.
+    pub write_bytes: u64,
+}
+
+/// One sorted run of a level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// The run's id (larger is newer; at level 0, the file number).
+    pub id: u64,
+    /// Files in the run.
+    pub files: usize,
+    /// Bytes in the run.
+    pub bytes: u64,
 }
 
 /// A point-in-time report of the database.
@@ -134,12 +186,19 @@ impl fmt::Display for Stats {
             "memtable: {} entries, {} bytes; sealed memtables: {}",
             self.memtable_entries, self.memtable_bytes, self.immutable_memtables
         )?;
-        writeln!(formatter, "level  files        bytes  score")?;
+        writeln!(
+            formatter,
+            "level  files        bytes  score  runs    written_bytes"
+        )?;
         for (level, stats) in self.levels.iter().enumerate() {
             writeln!(
                 formatter,
-                "{level:>5} {:>6} {:>12} {:>6.2}",
-                stats.files, stats.bytes, stats.score
+                "{level:>5} {:>6} {:>12} {:>6.2} {:>5} {:>16}",
+                stats.files,
+                stats.bytes,
+                stats.score,
+                stats.runs.len(),
+                stats.write_bytes
             )?;
         }
         writeln!(formatter, "snapshots: {}", self.snapshots)?;

@@ -116,11 +116,21 @@ fn apply(state: &mut State, write: &Write) {
     }
 }
 
+std::thread_local! {
+    /// The compaction style this test thread's databases take (None: `options` as it is,
+    /// which follows `CAIRN_COMPACTION_STYLE`); set by the policy-slice tests.
+    static STYLE: std::cell::Cell<Option<cairn::CompactionStyle>> =
+        const { std::cell::Cell::new(None) };
+}
+
 fn options(fs: &FaultFs) -> Options {
     let mut options = common::small_lsm_options(Arc::new(fs.clone()));
     options.block_cache_size_bytes = 16 * 1024;
     options.level_size_ratio = 4;
-    options
+    match STYLE.get() {
+        Some(style) => common::with_style(options, style),
+        None => options,
+    }
 }
 
 /// The database path on the in-memory file system.
@@ -392,6 +402,19 @@ fn crash_at_every_write_point() {
     crash_sweep(Target::Mem, "crash");
 }
 
+/// The policy slice: the sweep under tiering and under lazy leveling, every third point (the
+/// full sweep per style: `CAIRN_COMPACTION_STYLE`, see `common::env_style`).
+#[test]
+fn crash_at_every_third_write_point_tiered() {
+    for (style, name) in [
+        (cairn::CompactionStyle::Tiering, "crash-tiering"),
+        (cairn::CompactionStyle::LazyLeveling, "crash-lazy"),
+    ] {
+        STYLE.set(Some(style));
+        crash_sweep_with_stride(Target::Mem, name, 3);
+    }
+}
+
 /// The same sweep on the real file system with the memory-mapped WAL (a slice of the points).
 #[cfg(target_os = "linux")]
 #[test]
@@ -400,6 +423,11 @@ fn crash_at_every_write_point_mapped_wal() {
 }
 
 fn crash_sweep(target: Target, name: &str) {
+    crash_sweep_with_stride(target, name, 1);
+}
+
+/// The sweep over every `stride`-th point (times `CAIRN_CRASH_STRIDE`).
+fn crash_sweep_with_stride(target: Target, name: &str, stride: usize) {
     let steps = workload();
     let writes = writes_of(&steps);
     // A clean run counts the write points (background threads make the exact count vary a
@@ -411,7 +439,7 @@ fn crash_sweep(target: Target, name: &str) {
     drop(db);
     let total = fs.write_point_count();
     let seeds = common::env_or::<u64>("CAIRN_CRASH_SEEDS", 2);
-    let stride = common::env_or::<usize>("CAIRN_CRASH_STRIDE", 1).max(1);
+    let stride = common::env_or::<usize>("CAIRN_CRASH_STRIDE", 1).max(1) * stride;
     let (mut points, mut images, mut failures) = (0u64, 0u64, Vec::new());
     let mut recovered_counts = Vec::new();
     for point in target.points(total + 20, stride) {

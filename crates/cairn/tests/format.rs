@@ -51,6 +51,8 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 const GOLDEN_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v1");
 /// Where the golden files of on-disk format version 2 live.
 const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v2");
+/// Where the golden files of on-disk format version 3 live (`manifest_*`: run ids in edits).
+const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v3");
 
 /// The database written by format version 1, and what it must read back.
 const V1_DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1-db");
@@ -58,6 +60,13 @@ const V1_DB_EXPECTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1
 /// The database written by format version 2, and what it must read back.
 const V2_DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v2-db");
 const V2_DB_EXPECTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v2-db.expected");
+/// The checked-in MANIFEST-version-3 database: tiered, with several runs in a level, so its
+/// MANIFEST records run ids (tag 8).
+const V3_RUNS_DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v3-runs-db");
+const V3_RUNS_DB_EXPECTED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/v3-runs-db.expected"
+);
 
 /// Compares `actual` with version-1 golden file `name`.
 fn check_golden(name: &str, actual: &[u8]) {
@@ -413,6 +422,7 @@ fn sample_edit() -> VersionEdit {
             (1, added(14, b"a", b"k", 30)),
             (2, added(15, b"l", b"z", 40)),
         ],
+        file_runs: Vec::new(),
     }
 }
 
@@ -422,13 +432,23 @@ fn golden_version_edit() {
     let edit = VersionEdit::decode(&golden("version-edit.bin")).unwrap();
     assert_eq!(edit.encode(), sample_edit().encode());
     assert_eq!(edit.added_files.len(), 2);
-    let today = VersionEdit {
-        format_version: Some(MANIFEST_FORMAT_VERSION),
+    let v2 = VersionEdit {
+        format_version: Some(2),
         ..sample_edit()
     };
-    check_golden_in(GOLDEN_V2, "version-edit.bin", &today.encode());
+    check_golden_in(GOLDEN_V2, "version-edit.bin", &v2.encode());
     let edit = VersionEdit::decode(&golden_v2("version-edit.bin")).unwrap();
     assert_eq!(edit.format_version, Some(2));
+    // Version 3: the run id of each added file (tag 8).
+    let today = VersionEdit {
+        format_version: Some(MANIFEST_FORMAT_VERSION),
+        file_runs: vec![(14, 0), (15, 21)],
+        ..sample_edit()
+    };
+    check_golden_in(GOLDEN_V3, "manifest_runs-version-edit.bin", &today.encode());
+    let bytes = std::fs::read(Path::new(GOLDEN_V3).join("manifest_runs-version-edit.bin")).unwrap();
+    let edit = VersionEdit::decode(&bytes).unwrap();
+    assert_eq!((edit.format_version, edit.run_of(15)), (Some(3), Some(21)));
 }
 
 /// Writes a MANIFEST through the real `VersionSet`: a snapshot, then two edits.
@@ -448,6 +468,7 @@ fn sample_manifest(fs: &MemFs) -> PathBuf {
         deleted_files: vec![(0, 2)],
         added_files: vec![(1, added(5, b"q", b"t", 30))],
         compact_pointers: vec![(0, internal_key(b"f", 11, ValueKind::Put))],
+        file_runs: vec![(5, 0)],
         ..VersionEdit::default()
     };
     versions.log_and_apply(second).unwrap();
@@ -460,13 +481,18 @@ fn sample_manifest(fs: &MemFs) -> PathBuf {
 fn golden_manifest() {
     let fs = MemFs::new();
     let manifest = sample_manifest(&fs);
-    // Today's MANIFEST is version 2; version 1 is only read.
+    // Today's MANIFEST is version 3 (run ids); versions 1 and 2 are only read.
     check_golden_in(
-        GOLDEN_V2,
-        "manifest.log",
+        GOLDEN_V3,
+        "manifest_runs.log",
         &fs.file_contents(&manifest).unwrap(),
     );
-    for (version, bytes) in [(1, golden("manifest.log")), (2, golden_v2("manifest.log"))] {
+    let v3 = std::fs::read(Path::new(GOLDEN_V3).join("manifest_runs.log")).unwrap();
+    for (version, bytes) in [
+        (1, golden("manifest.log")),
+        (2, golden_v2("manifest.log")),
+        (3, v3),
+    ] {
         let versions = recover_golden_manifest(bytes);
         assert_eq!(versions.manifest_format_version, version);
     }
@@ -605,25 +631,53 @@ fn v2_database_opens_and_reads_back() {
     database_opens_and_reads_back(V2_DB, V2_DB_EXPECTED, 2);
 }
 
+#[test]
+fn v3_runs_database_opens_and_reads_back_with_its_runs() {
+    // Its WAL is version 2 (MANIFEST version 3 changed the MANIFEST only).
+    database_opens_and_reads_back_as(V3_RUNS_DB, V3_RUNS_DB_EXPECTED, 3, 2);
+    let mut versions = VersionSet::new(Path::new(V3_RUNS_DB), Arc::new(StdFs), 7, 1 << 30);
+    versions.recover().unwrap();
+    let current = versions.current();
+    assert!(
+        (1..7).any(|level| current.level(level).run_count() >= 2),
+        "no level with several runs"
+    );
+}
+
 /// Opens a copy of the checked-in database of format `version` in `database` and reads back
 /// what `expected` lists; its WAL holds unflushed writes and is read as that WAL version.
 fn database_opens_and_reads_back(database: &str, expected: &str, version: u32) {
+    database_opens_and_reads_back_as(database, expected, version, version);
+}
+
+/// As `database_opens_and_reads_back`, for a MANIFEST of format `version` whose WALs are of
+/// format `wal_version`.
+fn database_opens_and_reads_back_as(
+    database: &str,
+    expected: &str,
+    version: u32,
+    wal_version: u32,
+) {
     let directory = TempDir::new("format-db");
     common::copy_dir(Path::new(database), directory.path());
     let wal = std::fs::read_dir(directory.path())
         .unwrap()
         .map(|entry| entry.unwrap().path())
-        .find(|path| path.extension().is_some_and(|extension| extension == "log"))
+        // A database may also hold an empty WAL prepared for the next switch.
+        .find(|path| {
+            path.extension().is_some_and(|extension| extension == "log")
+                && std::fs::metadata(path).is_ok_and(|metadata| metadata.len() > 0)
+        })
         .unwrap();
     let contents = parse_wal(
         std::fs::read(&wal).unwrap(),
         &wal,
         RECORD_PAYLOAD_BYTES_MAX,
-        version >= 2,
+        wal_version >= 2,
         WalRecovery::Strict,
     )
     .unwrap();
-    assert_eq!(contents.wal_version, version);
+    assert_eq!(contents.wal_version, wal_version);
     assert!(
         contents.record_count() > 0,
         "no unflushed writes in the WAL"
@@ -711,6 +765,15 @@ fn generate_v2_db() {
     generate_db(V2_DB, V2_DB_EXPECTED);
 }
 
+/// Writes `tests/data/v3-runs-db/` and its `.expected`: the phases of `generate_db` under
+/// tiering, with two extra flushes merged into level 1 as runs of their own before the
+/// level-0 phase: `cargo test -p cairn --test format -- --ignored generate_v3_runs_db`.
+#[test]
+#[ignore = "generator: writes the checked-in v3 (run ids) database"]
+fn generate_v3_runs_db() {
+    generate_db_with(V3_RUNS_DB, V3_RUNS_DB_EXPECTED, true);
+}
+
 /// Writes a database with today's code into `database` and what it must read back into
 /// `expected`, once per format version. It refuses to overwrite: a checked-in database is
 /// never regenerated (a new format version gets a new directory and a generator of its own).
@@ -719,6 +782,11 @@ fn generate_v2_db() {
 /// WAL on does not flush), one of them synced so a version-2 WAL holds a sync marker. Values
 /// are repetitive so LZ4 data blocks are in the tables too.
 fn generate_db(database: &str, expected_path: &str) {
+    generate_db_with(database, expected_path, false);
+}
+
+/// `generate_db`, under tiering with runs at level 1 when `tiered`.
+fn generate_db_with(database: &str, expected_path: &str, tiered: bool) {
     assert!(
         !Path::new(database).exists(),
         "{database} exists: never regenerate it"
@@ -748,6 +816,11 @@ fn generate_db(database: &str, expected_path: &str) {
         .step_by(7)
         .for_each(|index| delete(&db, index, &mut state, &mut deleted));
     db.compact_range(None, None).unwrap();
+    let db = if tiered {
+        tiered_runs_phase(db, database, &mut state)
+    } else {
+        db
+    };
     (0..60)
         .step_by(5)
         .for_each(|index| put(&db, index, 2, &mut state));
@@ -778,6 +851,42 @@ fn generate_db(database: &str, expected_path: &str) {
         expected.push_str(&format!("absent {}\n", String::from_utf8_lossy(key)));
     }
     std::fs::write(expected_path, expected).unwrap();
+}
+
+/// The tiered generator's extra phase: reopened under tiering with a level-0 trigger of 1,
+/// two flushed batches of overwrites each become a run of level 1 (waited for by polling the
+/// shape); then reopened with the usual trigger for the remaining phases.
+fn tiered_runs_phase(db: Db, database: &str, state: &mut State) -> Db {
+    db.close().unwrap();
+    // Field by field: the options rule forbids struct literals outside the crate.
+    #[allow(clippy::field_reassign_with_default)]
+    let tiered = |trigger: usize| {
+        let mut options = Options::default();
+        options.file_system = Arc::new(StdFs);
+        options.write_buffer_size_bytes = 64 * 1024;
+        options.wal_memory_mapped = false;
+        options.block_size_bytes = 256;
+        options.block_restart_interval = 4;
+        options.compression = Compression::Lz4;
+        options.compaction_style = cairn::CompactionStyle::Tiering;
+        options.level0_compaction_trigger = trigger;
+        options
+    };
+    let db = Db::open(database, tiered(1)).unwrap();
+    for batch in 0..2u64 {
+        for index in (batch..60).step_by(4) {
+            let value = format!("runs{batch}-{index}-").repeat(4).into_bytes();
+            db.put(&common::key(index, 3), &value).unwrap();
+            state.insert(common::key(index, 3), value);
+        }
+        db.flush().unwrap();
+        // Each flush is merged into a new run of level 1 before the next one lands.
+        while db.level_stats()[0].files > 0 {
+            std::thread::yield_now();
+        }
+    }
+    db.close().unwrap();
+    Db::open(database, tiered(4)).unwrap()
 }
 
 /// An error refusing an unknown version must name the version (guards the `Error` display).

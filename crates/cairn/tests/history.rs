@@ -592,6 +592,7 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     options.level0_slowdown_trigger = 6;
     options.level0_stop_trigger = 12;
     options.level_count = 4;
+    let options = common::shaped(options);
     let db = Db::open("/history", options).unwrap();
     let clock = AtomicU64::new(0);
     let stop = AtomicBool::new(false);

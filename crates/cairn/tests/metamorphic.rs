@@ -23,7 +23,7 @@ mod common;
 #[path = "common/ops.rs"]
 mod ops;
 
-use cairn::{Compression, Db, FileSystem, MemFs, Options, StdFs};
+use cairn::{BloomAllocation, CompactionStyle, Compression, Db, FileSystem, MemFs, Options, StdFs};
 use common::TempDir;
 use ops::{execute, generate, shrink, Op, Outcome, Snapshots};
 use rand::rngs::SmallRng;
@@ -50,6 +50,11 @@ struct OptionSet {
     level1_size_bytes_max: u64,
     level_size_ratio: u64,
     manifest_size_bytes_max: u64,
+    compaction_style: CompactionStyle,
+    runs_per_level: usize,
+    merge_fraction: f64,
+    compaction_threads: usize,
+    bloom_allocation: BloomAllocation,
 }
 
 impl OptionSet {
@@ -76,6 +81,11 @@ impl OptionSet {
             level1_size_bytes_max: defaults.level1_size_bytes_max,
             level_size_ratio: defaults.level_size_ratio,
             manifest_size_bytes_max: defaults.manifest_size_bytes_max,
+            compaction_style: defaults.compaction_style,
+            runs_per_level: defaults.runs_per_level,
+            merge_fraction: defaults.merge_fraction,
+            compaction_threads: defaults.compaction_threads,
+            bloom_allocation: defaults.bloom_allocation,
         }
     }
 
@@ -110,6 +120,22 @@ impl OptionSet {
             level1_size_bytes_max: 1 << rng.gen_range(10..20),
             level_size_ratio: rng.gen_range(2..=10),
             manifest_size_bytes_max: 1 << rng.gen_range(10..16),
+            // The policy axis: every style, unless the matrix pins one (common::env_style).
+            compaction_style: common::env_style().unwrap_or(
+                [
+                    CompactionStyle::Leveling,
+                    CompactionStyle::Tiering,
+                    CompactionStyle::LazyLeveling,
+                ][rng.gen_range(0..3)],
+            ),
+            runs_per_level: rng.gen_range(1..=5),
+            merge_fraction: [0.3, 0.5, 1.0][rng.gen_range(0..3)],
+            compaction_threads: rng.gen_range(1..=3),
+            bloom_allocation: if rng.gen_bool(0.5) {
+                BloomAllocation::Monkey
+            } else {
+                BloomAllocation::Uniform
+            },
         }
     }
 
@@ -132,6 +158,11 @@ impl OptionSet {
         options.level1_size_bytes_max = self.level1_size_bytes_max;
         options.level_size_ratio = self.level_size_ratio;
         options.manifest_size_bytes_max = self.manifest_size_bytes_max;
+        options.compaction_style = self.compaction_style;
+        options.runs_per_level = self.runs_per_level;
+        options.merge_fraction = self.merge_fraction;
+        options.compaction_threads = self.compaction_threads;
+        options.bloom_allocation = self.bloom_allocation;
         options
     }
 }

@@ -192,13 +192,13 @@ fn tiny_options(fs: &FaultFs) -> Options {
     options.level_count = 4;
     options.manifest_size_bytes_max = 4096;
     options.block_cache_size_bytes = 16 * 1024;
-    options
+    common::shaped(options)
 }
 
 fn default_options(fs: &FaultFs) -> Options {
     let mut options = Options::default();
     options.file_system = Arc::new(fs.clone());
-    options
+    common::shaped(options)
 }
 
 fn no_wal_lz4_options(fs: &FaultFs) -> Options {
@@ -212,7 +212,7 @@ fn no_wal_lz4_options(fs: &FaultFs) -> Options {
     options.target_file_size_bytes = 8 * 1024;
     options.level1_size_bytes_max = 32 * 1024;
     options.block_cache_size_bytes = 0;
-    options
+    common::shaped(options)
 }
 
 fn check_option_set(name: &str, make_options: &dyn Fn(&FaultFs) -> Options) {
@@ -240,6 +240,22 @@ fn check_option_set(name: &str, make_options: &dyn Fn(&FaultFs) -> Options) {
 #[test]
 fn model_tiny_memtable_and_blocks() {
     check_option_set("tiny", &tiny_options);
+}
+
+/// The policy slice: the tiny shape under tiering and lazy leveling (see
+/// `common::env_style` for the full matrix).
+#[test]
+fn model_tiny_under_tiering() {
+    check_option_set("tiny-tiering", &|fs: &FaultFs| {
+        common::with_style(tiny_options(fs), cairn::CompactionStyle::Tiering)
+    });
+}
+
+#[test]
+fn model_tiny_under_lazy_leveling() {
+    check_option_set("tiny-lazy", &|fs: &FaultFs| {
+        common::with_style(tiny_options(fs), cairn::CompactionStyle::LazyLeveling)
+    });
 }
 
 #[test]

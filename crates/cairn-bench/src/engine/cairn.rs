@@ -2,7 +2,7 @@
 
 use super::{Engine, EngineConfig};
 use crate::error::Result;
-use cairn::{Db, Options, ReadOptions, WriteOptions};
+use cairn::{Db, LevelOptions, Options, ReadOptions, WriteOptions};
 use std::path::Path;
 
 /// A cairn database.
@@ -31,6 +31,23 @@ fn options(config: &EngineConfig) -> Options {
     options.level0_slowdown_trigger = l0_slowdown;
     options.level0_stop_trigger = l0_stop;
     options.level1_size_bytes_max = config.level1_size;
+    let shape = &config.shape;
+    options.compaction_style = shape.style;
+    options.level_size_ratio = shape.fanout;
+    options.runs_per_level = shape.runs_per_level;
+    options.merge_fraction = shape.merge_fraction;
+    options.bloom_allocation = shape.bloom_allocation;
+    options.level_count = shape.levels;
+    options.compaction_threads = shape.compaction_threads;
+    options.level_options = shape
+        .level_block_sizes
+        .iter()
+        .map(|&size| {
+            let mut level = LevelOptions::default();
+            level.block_size_bytes = Some(size);
+            level
+        })
+        .collect();
     options
 }
 
@@ -62,7 +79,22 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
             options.level0_slowdown_trigger,
             options.level0_stop_trigger
         ),
-        "background: 1 flush thread + 1 compaction thread (fixed)".to_string(),
+        format!(
+            "shape: {:?} fanout={} runs_per_level={} merge_fraction={} levels={}",
+            options.compaction_style,
+            options.level_size_ratio,
+            options.runs_per_level,
+            options.merge_fraction,
+            options.level_count
+        ),
+        format!(
+            "bloom_allocation={:?} level_block_sizes={:?}",
+            options.bloom_allocation, config.shape.level_block_sizes
+        ),
+        format!(
+            "background: {} flush thread + {} compaction threads",
+            options.flush_threads, options.compaction_threads
+        ),
         format!("verify_checksums={}", options.verify_checksums),
     ]
 }

@@ -47,6 +47,8 @@ pub struct EngineConfig {
     /// cairn's block compression (`--compression_type`); the other engines ignore it.
     #[serde(serialize_with = "serialize_compression")]
     pub compression: ::cairn::Compression,
+    /// cairn's tree shape (fanout also maps onto RocksDB/LevelDB where they have it).
+    pub shape: ShapeConfig,
 }
 
 /// Reports carry the compression by name (`Compression` has no serde support).
@@ -55,6 +57,52 @@ fn serialize_compression<S: serde::Serializer>(
     serializer: S,
 ) -> std::result::Result<S::Ok, S::Error> {
     serializer.serialize_str(&format!("{compression:?}").to_lowercase())
+}
+
+/// cairn's shape knobs (`--compaction_style`, `--fanout`, ...; docs/tuning.md).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ShapeConfig {
+    /// Leveling, tiering or lazy leveling.
+    #[serde(serialize_with = "debug_string")]
+    pub style: ::cairn::CompactionStyle,
+    /// Size ratio T.
+    pub fanout: u64,
+    /// Runs per level D (tiered styles).
+    pub runs_per_level: usize,
+    /// Merge fraction m (tiered styles).
+    pub merge_fraction: f64,
+    /// Uniform or Monkey Bloom bits.
+    #[serde(serialize_with = "debug_string")]
+    pub bloom_allocation: ::cairn::BloomAllocation,
+    /// Data block size per level from level 0 (empty: `block_size` everywhere).
+    pub level_block_sizes: Vec<usize>,
+    /// Number of levels.
+    pub levels: usize,
+    /// Background compaction threads.
+    pub compaction_threads: usize,
+}
+
+impl Default for ShapeConfig {
+    fn default() -> Self {
+        let options = ::cairn::Options::default();
+        ShapeConfig {
+            style: options.compaction_style,
+            fanout: options.level_size_ratio,
+            runs_per_level: options.runs_per_level,
+            merge_fraction: options.merge_fraction,
+            bloom_allocation: options.bloom_allocation,
+            level_block_sizes: Vec::new(),
+            levels: options.level_count,
+            compaction_threads: options.compaction_threads,
+        }
+    }
+}
+
+fn debug_string<T: std::fmt::Debug, S: serde::Serializer>(
+    value: &T,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format!("{value:?}"))
 }
 
 /// The error of a scan on an engine without ordered iteration. The runner skips workloads

@@ -6,8 +6,10 @@
 //! 1. Only the newest entry of each stripe is kept: older ones in the same stripe are visible
 //!    to no snapshot and not to the latest state.
 //! 2. A tombstone in the lowest stripe (seq <= oldest snapshot) is dropped if no deeper level
-//!    can hold the key (`is_base_level_for_key`): every older entry of the key is in this
-//!    stripe too, hence dropped by rule 1, so nothing remains for the tombstone to hide.
+//!    can hold the key (`is_base_level_for_key`), nor any file of the output level that is not
+//!    an input (other runs of a tiered level; `excluding`): every older entry of the key is
+//!    then in this job, in this stripe, hence dropped by rule 1, so nothing remains for the
+//!    tombstone to hide.
 //!
 //! The compaction filter (a [`CompactionFilter`] set in `Options::compaction_filter`) is then
 //! asked about each kept `Put` in the top stripe — the newest entry of its key, seen by no
@@ -79,6 +81,8 @@ pub struct VersionFilter<'a> {
     user_filter: Option<(&'a dyn CompactionFilter, usize)>,
     /// Wall-clock milliseconds when the job started: values expiring by then are dropped.
     now_millis: u64,
+    /// The job's input files: the output level's other files are checked by rule 2.
+    inputs: Option<&'a std::collections::HashSet<u64>>,
     current_user_key: Vec<u8>,
     has_current: bool,
     previous_stripe: usize,
@@ -98,6 +102,7 @@ impl<'a> VersionFilter<'a> {
             base_level_version,
             user_filter: None,
             now_millis: crate::expiry::now_millis(),
+            inputs: None,
             current_user_key: Vec::new(),
             has_current: false,
             previous_stripe: usize::MAX,
@@ -112,6 +117,13 @@ impl<'a> VersionFilter<'a> {
         output_level: usize,
     ) -> Self {
         self.user_filter = filter.map(|filter| (filter, output_level));
+        self
+    }
+
+    /// Rule 2 also looks at the output level: any of its files not in `inputs` that may hold
+    /// the key keeps the tombstone (a tiered level's older runs).
+    pub fn excluding(mut self, inputs: &'a std::collections::HashSet<u64>) -> Self {
+        self.inputs = Some(inputs);
         self
     }
 
@@ -148,9 +160,14 @@ impl<'a> VersionFilter<'a> {
     /// Rule 2: true if a tombstone in `stripe` may be dropped.
     fn tombstone_droppable(&self, user_key: &[u8], stripe: usize) -> bool {
         stripe == 0
-            && self
-                .base_level_version
-                .is_some_and(|(version, level)| version.is_base_level_for_key(level, user_key))
+            && self.base_level_version.is_some_and(|(version, level)| {
+                version.is_base_level_for_key(level, user_key)
+                    && self.inputs.is_none_or(|inputs| {
+                        version
+                            .find_files(level, user_key)
+                            .all(|file| inputs.contains(&file.number))
+                    })
+            })
     }
 
     #[cfg(test)]

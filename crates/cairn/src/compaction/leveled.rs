@@ -4,15 +4,19 @@
 //! against `level1_size_bytes_max * level_size_ratio^(i-1)`; the last level has no limit. The
 //! highest score >= 1 whose levels are not busy wins (ties go to the deeper level). A level-0
 //! compaction takes every level-0 file (they overlap, and taking only some could put an older
-//! version above a newer one); a deeper one takes the first file after the level's
-//! round-robin compact pointer that is not being compacted. The output goes into the one run
-//! of the next level, together with that run's files overlapping the inputs. A single input
-//! with nothing under it is moved, not rewritten.
+//! version above a newer one); a deeper one takes the first file of the level's oldest run
+//! after the level's round-robin compact pointer that is not being compacted. The output goes
+//! into the newest run of the next level, together with that run's files overlapping the
+//! inputs. A single input with nothing under it is moved, not rewritten.
+//!
+//! Convergence after a switch from a tiered style: a level >= 1 holding several runs scores
+//! at least 1, so its oldest run drains into the next level file by file; the last level, which
+//! has nowhere to drain to, is rewritten into one run (a level rewrite, see `plan`).
 //!
 //! Invariants: those of every policy (see `policy`), plus
-//! 1. plans always go from `level` to `level + 1` and into run 0 of it;
-//! 2. with no busy level and no file being compacted, the decision is the one the leveled
-//!    picker has always made (the picker testdata pins it).
+//! 1. plans go from `level` to `level + 1` and into run 0 of it, or rewrite the last level;
+//! 2. with one run per level, no busy level and no file being compacted, the decision is the
+//!    one the leveled picker has always made (the picker testdata pins it).
 //!
 //! Thread-safety contract: `Leveled` is a unit struct; `choose` is pure.
 
@@ -39,11 +43,18 @@ impl CompactionPolicy for Leveled {
             .collect();
         // Highest score first; among equal scores the deeper level first.
         candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        let last = version.level_count().saturating_sub(1);
         for (level, score) in candidates {
-            if state.levels_busy(level, level + 1) {
+            let output_level = if level == last { level } else { level + 1 };
+            if state.levels_busy(level, output_level) {
                 continue;
             }
-            if let Some(mut plan) = self.pick_level(version, state, level) {
+            let plan = if level == last {
+                rewrite_level(version, level).filter(|plan| !state.plan_collides(plan))
+            } else {
+                self.pick_level(version, state, level)
+            };
+            if let Some(mut plan) = plan {
                 plan.reason = format!("level {level} score {score:.2}");
                 // Postconditions: policy invariants 1 and 2.
                 debug_assert_eq!(plan.check(version), Ok(()));
@@ -62,7 +73,8 @@ impl Leveled {
             let plan = plan_for_inputs(version, 0, version.files(0).to_vec())?;
             return (!state.plan_collides(&plan)).then_some(plan);
         }
-        let files = version.files(level);
+        // The oldest run (invariant 4 of `plan`): with one run, the level's files.
+        let files = version.runs(level).last()?.files();
         let start = first_after_pointer(files, state.pointer(level));
         // Round robin from the pointer, wrapping, skipping files a running job holds.
         (0..files.len())
@@ -94,20 +106,43 @@ pub fn level_size_bytes_max(shape: &ShapeOptions, level: usize) -> u64 {
 }
 
 /// How far over its limit each level is (>= 1 means it needs compaction). The last level has
-/// no limit.
+/// no size limit; a level >= 1 with several runs scores at least 1 (module doc).
 pub fn level_scores(version: &Version, shape: &ShapeOptions) -> Vec<f64> {
     let last = version.level_count().saturating_sub(1);
     (0..version.level_count())
         .map(|level| {
-            if level == last {
+            let several_runs = if level > 0 && version.level(level).run_count() > 1 {
+                1.0
+            } else {
+                0.0
+            };
+            let score = if level == last {
                 0.0
             } else if level == 0 {
                 version.files(0).len() as f64 / shape.level0_compaction_trigger as f64
             } else {
                 version.level_bytes(level) as f64 / level_size_bytes_max(shape, level) as f64
-            }
+            };
+            score.max(several_runs)
         })
         .collect()
+}
+
+/// A plan merging every run of `level` into one new run of it; None with fewer than 2 runs.
+pub fn rewrite_level(version: &Version, level: usize) -> Option<Plan> {
+    if version.level(level).run_count() < 2 {
+        return None;
+    }
+    let plan = Plan {
+        level,
+        output_level: level,
+        output_run: OutputRun::New,
+        inputs: version.files(level).to_vec(),
+        output_level_inputs: Vec::new(),
+        reason: format!("rewrite of level {level}'s runs into one"),
+    };
+    debug_assert_eq!(plan.check(version), Ok(()));
+    Some(plan)
 }
 
 /// Builds a plan compacting `inputs` of `level` into the one run of `level + 1`.
@@ -155,7 +190,12 @@ pub fn plan_for_range(
     lower: Option<&[u8]>,
     upper: Option<&[u8]>,
 ) -> Option<Plan> {
-    let inputs = version.overlapping_files(level, lower, upper);
+    // With several runs, only whole runs may move down (plan invariant 4): take the level.
+    let inputs = if version.level(level).run_count() > 1 {
+        version.files(level).to_vec()
+    } else {
+        version.overlapping_files(level, lower, upper)
+    };
     let mut plan = plan_for_inputs(version, level, inputs)?;
     plan.reason = format!("manual compaction of level {level}");
     Some(plan)

@@ -1,10 +1,12 @@
 //! The picker tests, written as data: every `testdata/*.txt` file holds cases, each a version
 //! (levels, runs, files with key ranges and sizes), the shape options and running work, and
-//! the expected choice of [`Leveled`]. The format (one directive per line, `#` comments):
+//! the expected choice of the policy the case names (leveling unless `style` says otherwise).
+//! The format (one directive per line, `#` comments):
 //!
 //! ```text
 //! case <name>                      starts a case
 //! shape <levels> <l0 trigger> <l1 bytes> <ratio>
+//! style leveling|tiering|lazy [<runs per level D> [<merge fraction m>]]
 //! file L<level>[.<run>] <number> <smallest>-<largest> <bytes>
 //! pointer L<level> <user key>      compact pointer (round robin) of a level
 //! busy L<level>                    a running compaction holds the level
@@ -14,7 +16,9 @@
 //! ```
 //!
 //! Level-0 files get a run each (newest first); deeper files join run 0 unless `.<run>` says
-//! otherwise; each run is sorted by key. The built version must pass `check_invariants`.
+//! otherwise; each run is sorted by key, and run `r` of a level is older than run `r - 1`
+//! (made-up ids, the oldest run 1: `Version::from_runs`). The built version must pass
+//! `check_invariants`.
 
 use super::plan::OutputRun;
 use super::*;
@@ -27,6 +31,7 @@ struct Case {
     name: String,
     level_count: usize,
     shape: ShapeOptions,
+    style: crate::CompactionStyle,
     /// (level, run) -> files.
     runs: BTreeMap<(usize, usize), Vec<Arc<FileMeta>>>,
     state_pointers: Vec<(usize, Vec<u8>)>,
@@ -79,11 +84,8 @@ fn parse_cases(text: &str) -> Vec<Case> {
             cases.push(Case {
                 name: rest.join(" "),
                 level_count: 0,
-                shape: ShapeOptions {
-                    level0_compaction_trigger: 4,
-                    level1_size_bytes_max: 1000,
-                    level_size_ratio: 10,
-                },
+                shape: ShapeOptions::leveled(4, 1000, 10),
+                style: crate::CompactionStyle::Leveling,
                 runs: BTreeMap::new(),
                 state_pointers: Vec::new(),
                 busy_levels: Vec::new(),
@@ -98,11 +100,23 @@ fn parse_cases(text: &str) -> Vec<Case> {
         match directive {
             "shape" => {
                 case.level_count = rest[0].parse().unwrap();
-                case.shape = ShapeOptions {
-                    level0_compaction_trigger: rest[1].parse().unwrap(),
-                    level1_size_bytes_max: rest[2].parse().unwrap(),
-                    level_size_ratio: rest[3].parse().unwrap(),
+                case.shape.level0_compaction_trigger = rest[1].parse().unwrap();
+                case.shape.level1_size_bytes_max = rest[2].parse().unwrap();
+                case.shape.level_size_ratio = rest[3].parse().unwrap();
+            }
+            "style" => {
+                case.style = match rest[0] {
+                    "leveling" => crate::CompactionStyle::Leveling,
+                    "tiering" => crate::CompactionStyle::Tiering,
+                    "lazy" => crate::CompactionStyle::LazyLeveling,
+                    other => panic!("unknown style {other}"),
                 };
+                if let Some(runs) = rest.get(1) {
+                    case.shape.runs_per_level = runs.parse().unwrap();
+                }
+                if let Some(fraction) = rest.get(2) {
+                    case.shape.merge_fraction = fraction.parse().unwrap();
+                }
             }
             "file" => {
                 let (slot, meta) = parse_file(rest);
@@ -163,7 +177,10 @@ fn describe(choice: &Choice) -> String {
     let Choice::Compact(plan) = choice else {
         return "nothing".into();
     };
-    let OutputRun::Merge(run) = plan.output_run;
+    let run = match plan.output_run {
+        OutputRun::Merge(run) => run.to_string(),
+        OutputRun::New => "new".to_string(),
+    };
     let mut text = format!(
         "L{} -> L{} run {run} inputs {} overlaps {}",
         plan.level,
@@ -178,7 +195,7 @@ fn describe(choice: &Choice) -> String {
 }
 
 #[test]
-fn leveled_picker_matches_testdata() {
+fn pickers_match_testdata() {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/compaction/testdata");
     let mut paths: Vec<_> = std::fs::read_dir(&directory)
         .unwrap()
@@ -192,7 +209,7 @@ fn leveled_picker_matches_testdata() {
         let text = std::fs::read_to_string(path).unwrap();
         for case in parse_cases(&text) {
             let (version, state) = build(&case);
-            let actual = describe(&Leveled.choose(&version, &state));
+            let actual = describe(&case.style.policy().choose(&version, &state));
             if actual != case.expect {
                 failures.push(format!(
                     "{} / {}:\n  expected: {}\n  actual:   {actual}",

@@ -4,10 +4,16 @@
 //! builds):
 //! 1. `inputs` is non-empty, and every input is live at `level` of the version the plan was
 //!    made from; every `output_level_inputs` file is live in the output run.
-//! 2. `level < output_level < level_count`.
+//! 2. `level < output_level < level_count`, except for a *level rewrite*: `level ==
+//!    output_level`, the inputs are every file of the level and the output is a new run
+//!    (several runs of one level merged into one).
 //! 3. `output_level_inputs` is exactly the set of output-run files overlapping the inputs'
 //!    user-key range, so the merged output can replace them without overlapping what stays
-//!    in that run. It is itself sorted and non-overlapping (a run, iterated as one).
+//!    in that run. It is itself sorted and non-overlapping (a run, iterated as one). A plan
+//!    whose output is a new run has none.
+//! 4. The inputs taken from a level with several runs are its *oldest* runs (a suffix of its
+//!    runs, whole or, for one run, part of the oldest), so what moves down is older than
+//!    everything that stays: the runs' newest-first order (version invariant 3) survives.
 //!
 //! Thread-safety contract: a plain value; it holds `Arc`s of the files it names, which keeps
 //! their metadata (not their version) alive.
@@ -23,6 +29,9 @@ pub enum OutputRun {
     /// inputs are rewritten with them. If the level has no run yet the output becomes its
     /// first run.
     Merge(usize),
+    /// Become a new run of the output level, newer than every run already there (its id is
+    /// drawn when the job installs its edit).
+    New,
 }
 
 /// What to compact.
@@ -81,12 +90,22 @@ impl Plan {
         Some((lower, upper))
     }
 
+    /// True if the plan merges every run of one level into one new run of that level.
+    pub fn is_level_rewrite(&self) -> bool {
+        self.level == self.output_level
+    }
+
     /// Checks the module invariants against `version`, the version the plan was made from.
     pub fn check(&self, version: &Version) -> Result<(), String> {
         let Some((lower, upper)) = self.input_range() else {
             return Err("a plan without inputs".into());
         };
-        if self.output_level <= self.level || self.output_level >= version.level_count() {
+        let rewrite_ok = self.is_level_rewrite()
+            && self.output_run == OutputRun::New
+            && self.inputs.len() == version.files(self.level).len();
+        if (self.output_level <= self.level && !rewrite_ok)
+            || self.output_level >= version.level_count()
+        {
             return Err(format!(
                 "output level {} for input level {} of {}",
                 self.output_level,
@@ -101,18 +120,47 @@ impl Plan {
                 file.number, self.level
             ));
         }
-        let OutputRun::Merge(index) = self.output_run;
-        let run = version.level(self.output_level).run_at(index);
-        let expected: Vec<u64> = run
-            .overlapping_files(Some(lower), Some(upper))
-            .iter()
-            .map(|file| file.number)
-            .collect();
+        self.check_oldest_runs(version)?;
+        let expected: Vec<u64> = match self.output_run {
+            OutputRun::New => Vec::new(),
+            OutputRun::Merge(index) => version
+                .level(self.output_level)
+                .run_at(index)
+                .overlapping_files(Some(lower), Some(upper))
+                .iter()
+                .map(|file| file.number)
+                .collect(),
+        };
         let actual: Vec<u64> = self.output_level_inputs.iter().map(|f| f.number).collect();
         if expected != actual {
             return Err(format!(
                 "output-level inputs {actual:?}, but the output run overlaps {expected:?}"
             ));
+        }
+        Ok(())
+    }
+
+    /// Invariant 4: once a run of the input level gives an input, every older run is all
+    /// inputs (level 0 is exempt: all of it is newer than level 1, and it is merged whole).
+    fn check_oldest_runs(&self, version: &Version) -> Result<(), String> {
+        if self.level == 0 {
+            return Ok(());
+        }
+        let taken: HashSet<u64> = self.inputs.iter().map(|file| file.number).collect();
+        let mut seen_input = false;
+        for (index, run) in version.runs(self.level).enumerate() {
+            let inputs = run
+                .files()
+                .iter()
+                .filter(|file| taken.contains(&file.number))
+                .count();
+            if seen_input && inputs != run.files().len() {
+                return Err(format!(
+                    "run {index} of level {} is older than an input run but not all input",
+                    self.level
+                ));
+            }
+            seen_input |= inputs > 0;
         }
         Ok(())
     }

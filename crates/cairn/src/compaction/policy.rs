@@ -70,8 +70,13 @@ impl CompactionState {
     }
 }
 
-/// A compaction policy (leveling today; tiering and lazy leveling later).
+/// A compaction policy: leveling, tiering or lazy leveling (`CompactionStyle`).
 pub trait CompactionPolicy: Send + Sync + std::fmt::Debug {
     /// Chooses the next compaction. Pure: depends only on its arguments.
     fn choose(&self, version: &Version, state: &CompactionState) -> Choice;
+
+    /// How full each level is by this policy's measure (>= 1: it wants compaction). Pure.
+    fn scores(&self, version: &Version, shape: &ShapeOptions) -> Vec<f64> {
+        super::level_scores(version, shape)
+    }
 }

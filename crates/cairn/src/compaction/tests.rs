@@ -6,11 +6,7 @@ use crate::key::{internal_key, ValueKind};
 use crate::version::{apply_edit, AddedFile, VersionEdit};
 
 fn shape() -> ShapeOptions {
-    ShapeOptions {
-        level0_compaction_trigger: 4,
-        level1_size_bytes_max: 1000,
-        level_size_ratio: 10,
-    }
+    ShapeOptions::leveled(4, 1000, 10)
 }
 
 fn file(number: u64, low: &str, high: &str, size: u64) -> AddedFile {
@@ -107,6 +103,33 @@ fn filter_keeps_one_version_per_snapshot_stripe() {
     // A flush (no base-level version) keeps tombstones.
     let mut filter = VersionFilter::new(&[], None);
     assert!(filter.keep(b"c", 3, ValueKind::Delete));
+}
+
+#[test]
+fn a_tombstone_stays_while_another_run_of_the_output_level_may_hold_its_key() {
+    // Level 2 (the output level) holds an older run with "k"; the job's inputs are files 5
+    // and 6 (not file 7). Without the output-level check (`excluding`), "k" looks base-level
+    // (nothing deeper) and its tombstone would be dropped, resurrecting file 7's value.
+    let runs = Version::from_runs(vec![
+        vec![],
+        vec![vec![Arc::new(file(5, "a", "m", 10).to_meta())]],
+        vec![
+            vec![Arc::new(file(6, "a", "c", 10).to_meta())],
+            vec![Arc::new(file(7, "j", "z", 10).to_meta())],
+        ],
+    ]);
+    let inputs: std::collections::HashSet<u64> = [5, 6].into_iter().collect();
+    let mut filter = VersionFilter::new(&[], Some((&runs, 2))).excluding(&inputs);
+    // A key no other run covers is still dropped.
+    assert!(!filter.keep(b"e", 9, ValueKind::Delete));
+    assert!(filter.keep(b"k", 9, ValueKind::Delete));
+    // When file 7 is an input too (a level rewrite), nothing else holds "k".
+    let all: std::collections::HashSet<u64> = [5, 6, 7].into_iter().collect();
+    let mut filter = VersionFilter::new(&[], Some((&runs, 2))).excluding(&all);
+    assert!(!filter.keep(b"k", 9, ValueKind::Delete));
+    // The check leveling always made (deeper levels only) would drop it.
+    let mut filter = VersionFilter::new(&[], Some((&runs, 2)));
+    assert!(!filter.keep(b"k", 9, ValueKind::Delete));
 }
 
 /// Drops keys starting with "expired", upper-cases values of keys starting with "shout".

@@ -3,9 +3,12 @@
 //! `Db::compact_range`, the merge-write-install of one plan, and the deletion of files no
 //! longer needed.
 //!
-//! Thread-safety contract: one compaction runs at a time (`compaction_lock`, taken by the
-//! compaction thread and by `compact_range`); it holds `versions` only to read the current
-//! version and across the MANIFEST write of its edit. Obsolete-file deletion may run on the
+//! Thread-safety contract: `Options::compaction_threads` threads run `compaction_loop`. A
+//! thread chooses and registers its plan in `running` while holding `compaction_lock`, then
+//! runs it without the lock, so compactions of disjoint levels and files run at once (the
+//! policy is told what is busy). `compact_range` holds `compaction_lock` throughout and first
+//! waits for `running` to empty, so it runs alone. A job holds `versions` only to read the
+//! current version and across the MANIFEST write of its edit. Obsolete-file deletion may run on the
 //! flush thread, the compaction thread and a client thread at once: each decides from a
 //! consistent listing, pending set and live set (see `delete_obsolete_files`).
 //!
@@ -14,17 +17,65 @@
 //!    exactly its inputs.
 //! 2. No live file is deleted: a table is removed only if no version still held lists it and
 //!    it is not a pending output; a WAL only below the durable `log_number` (db invariant 4).
+//! 3. Running compactions are disjoint: no two hold the same level or file (`running`).
+//! 4. A plan's new run gets an id drawn from the file-number counter when its edit is made,
+//!    larger than every existing run id (version invariant 6).
 
 use super::inner::{lock, DbInner, WAIT_SLICE};
-use crate::compaction::{self, Choice, CompactionState, Plan, VersionFilter};
+use crate::compaction::{self, Choice, CompactionState, OutputRun, Plan, VersionFilter};
 use crate::error::Result;
 use crate::filename::{self, FileKind};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::stats::Counters;
 use crate::table_cache::LevelIterator;
 use crate::version::{AddedFile, Version, VersionEdit};
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// The background compactions running now (invariant 3).
+#[derive(Debug, Default)]
+pub(super) struct RunningCompactions {
+    /// Levels held, once per holder (a plan holds its input and output level).
+    levels: Vec<usize>,
+    /// Files being read.
+    files: HashSet<u64>,
+}
+
+impl RunningCompactions {
+    /// Fills `state`'s busy sets.
+    fn describe(&self, state: &mut CompactionState) {
+        state.busy_levels.extend(self.levels.iter().copied());
+        state.compacting_files.extend(self.files.iter().copied());
+    }
+
+    fn register(&mut self, plan: &Plan) {
+        // Invariant 3, checked before taking.
+        debug_assert!(!self.levels.contains(&plan.level));
+        debug_assert!(!self.levels.contains(&plan.output_level));
+        debug_assert!(plan
+            .all_inputs()
+            .all(|file| !self.files.contains(&file.number)));
+        self.levels.push(plan.level);
+        self.levels.push(plan.output_level);
+        self.files.extend(plan.all_inputs().map(|file| file.number));
+    }
+
+    fn release(&mut self, plan: &Plan) {
+        for level in [plan.level, plan.output_level] {
+            if let Some(index) = self.levels.iter().position(|&held| held == level) {
+                self.levels.swap_remove(index);
+            }
+        }
+        for file in plan.all_inputs() {
+            self.files.remove(&file.number);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.levels.is_empty()
+    }
+}
 
 impl DbInner {
     /// The compaction thread: runs compactions while the policy finds work.
@@ -53,31 +104,22 @@ impl DbInner {
     /// a sticky error).
     fn compact_while_needed(&self) -> bool {
         loop {
-            let _compacting = lock(&self.compaction_lock);
-            if lock(&self.background).shutting_down {
-                return false;
+            let Some((version, plan)) = self.choose_and_register() else {
+                return !lock(&self.background).shutting_down;
+            };
+            if self.options.compaction_threads > 1 {
+                // Another idle thread may find disjoint work beside this one.
+                self.request_compaction();
             }
-            let (version, state) = {
-                let versions = lock(&self.versions);
-                let mut state = CompactionState::new(self.shape.clone());
-                state
-                    .compact_pointers
-                    .clone_from(&versions.compact_pointers);
-                (versions.current(), state)
-            };
-            // One compaction runs at a time (`compaction_lock`), so nothing is busy here; the
-            // state's busy sets are for policies run beside a running compaction.
-            let plan = match self.policy.choose(&version, &state) {
-                Choice::Nothing => return true,
-                Choice::Compact(plan) => plan,
-            };
-            debug_assert!(plan.output_level < version.level_count());
             let inputs: Vec<(usize, u64)> = plan
                 .inputs
                 .iter()
                 .map(|file| (plan.level, file.number))
                 .collect();
-            if let Err(error) = self.run_compaction(version, &plan) {
+            let result = self.run_compaction(version, &plan);
+            lock(&self.running).release(&plan);
+            self.background_changed.notify_all();
+            if let Err(error) = result {
                 self.set_sticky_error(&error);
                 return false;
             }
@@ -91,9 +133,35 @@ impl DbInner {
         }
     }
 
+    /// Under `compaction_lock`: asks the policy for work disjoint from what is running and
+    /// registers it. None if there is nothing to do (or the database is shutting down).
+    fn choose_and_register(&self) -> Option<(Arc<Version>, Plan)> {
+        let _choosing = lock(&self.compaction_lock);
+        if lock(&self.background).shutting_down {
+            return None;
+        }
+        let (version, mut state) = {
+            let versions = lock(&self.versions);
+            let mut state = CompactionState::new(self.shape.clone());
+            state
+                .compact_pointers
+                .clone_from(&versions.compact_pointers);
+            (versions.current(), state)
+        };
+        let mut running = lock(&self.running);
+        running.describe(&mut state);
+        let Choice::Compact(plan) = self.policy.choose(&version, &state) else {
+            return None;
+        };
+        debug_assert!(plan.output_level < version.level_count());
+        running.register(&plan);
+        Some((version, plan))
+    }
+
     /// Compacts every level's files overlapping `[lower, upper]` down into the next level.
     pub(super) fn compact_range(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Result<()> {
         let _compacting = lock(&self.compaction_lock);
+        self.wait_for_running_compactions()?;
         let level_count = self.options.level_count;
         for level in 0..level_count - 1 {
             let version = self.super_version.load().version.clone();
@@ -105,29 +173,51 @@ impl DbInner {
                 compaction::plan_for_range(&version, level, lower, upper)
             };
             if let Some(plan) = plan {
-                if let Err(error) = self.run_compaction(version, &plan) {
-                    // As in the background compactor: a failed write or sync here may leave
-                    // the MANIFEST or the directory in an unknown state (sticky error).
-                    self.set_sticky_error(&error);
-                    return Err(error);
-                }
+                self.run_manual(version, &plan)?;
             }
+        }
+        // The last level has nowhere to drain: merge its runs (a tiered shape) into one.
+        let version = self.super_version.load().version.clone();
+        if let Some(plan) = compaction::rewrite_level(&version, level_count - 1) {
+            self.run_manual(version, &plan)?;
         }
         Ok(())
     }
 
+    /// One plan of `compact_range`.
+    fn run_manual(&self, version: Arc<Version>, plan: &Plan) -> Result<()> {
+        self.run_compaction(version, plan).inspect_err(|error| {
+            // As in the background compactor: a failed write or sync here may leave the
+            // MANIFEST or the directory in an unknown state (sticky error).
+            self.set_sticky_error(error);
+        })
+    }
+
+    /// Waits until no background compaction runs (the caller holds `compaction_lock`, so
+    /// none starts meanwhile).
+    fn wait_for_running_compactions(&self) -> Result<()> {
+        loop {
+            self.check_writable()?;
+            if lock(&self.running).is_empty() {
+                return Ok(());
+            }
+            let background = lock(&self.background);
+            if background.shutting_down {
+                return Err(crate::error::Error::Closed);
+            }
+            let _ = self.background_changed.wait_timeout(background, WAIT_SLICE);
+        }
+    }
+
     /// Executes `plan` (chosen on `version`, which must still be current for its levels),
-    /// then deletes the files it made obsolete. Caller holds `compaction_lock`.
+    /// then deletes the files it made obsolete. Caller holds `compaction_lock` or has the
+    /// plan registered in `running`.
     ///
     /// It takes `version` by value so that it can let go of it before the deletion pass: a
     /// version still held keeps its files live, so the inputs of this compaction would
     /// otherwise wait for the next pass (and, after the last compaction of a busy spell,
     /// sit on disk until the next open).
     pub(super) fn run_compaction(&self, version: Arc<Version>, plan: &Plan) -> Result<()> {
-        debug_assert!(
-            self.compaction_lock.try_lock().is_err(),
-            "caller holds compaction_lock"
-        );
         let result = self.compact_plan(&version, plan);
         drop(version);
         if result.is_ok() {
@@ -145,8 +235,14 @@ impl DbInner {
                 .any(|live| live.number == file.number)),
             "invariant 1: an input is not in the version"
         );
-        debug_assert!(plan.output_level > plan.level || plan.is_trivial_move());
+        debug_assert!(plan.output_level > plan.level || plan.is_level_rewrite());
         let mut edit = VersionEdit::default();
+        // Invariant 4: the run the outputs join.
+        let run_id = match plan.output_run {
+            OutputRun::Merge(index) => version.level(plan.output_level).run_id(index),
+            OutputRun::New => None,
+        }
+        .unwrap_or_else(|| self.file_numbers.fetch_add(1, Ordering::SeqCst));
         for file in &plan.inputs {
             edit.deleted_files.push((plan.level, file.number));
         }
@@ -160,6 +256,7 @@ impl DbInner {
             for file in &plan.inputs {
                 edit.added_files
                     .push((plan.output_level, AddedFile::from_meta(file)));
+                edit.file_runs.push((file.number, run_id));
             }
             self.apply_and_install(edit, None)?;
             Counters::add(&self.counters.compactions, 1);
@@ -168,14 +265,18 @@ impl DbInner {
         }
         let mut merged = self.compaction_input(plan)?;
         let snapshots = self.snapshots.sequences();
+        let input_numbers: HashSet<u64> = plan.all_inputs().map(|file| file.number).collect();
         let mut filter = VersionFilter::new(&snapshots, Some((version, plan.output_level)))
+            .excluding(&input_numbers)
             .with_compaction_filter(self.options.compaction_filter.as_deref(), plan.output_level);
         let outputs = self.write_outputs(
             &mut merged,
             &mut filter,
             Some(self.options.target_file_size_bytes),
+            plan.output_level,
         )?;
         let written: u64 = outputs.iter().map(|file| file.size_bytes).sum();
+        edit.file_runs = outputs.iter().map(|file| (file.number, run_id)).collect();
         edit.added_files = outputs
             .into_iter()
             .map(|file| (plan.output_level, file))
@@ -184,6 +285,7 @@ impl DbInner {
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_read_bytes, plan.input_bytes());
         Counters::add(&self.counters.compaction_write_bytes, written);
+        self.counters.add_level_write(plan.output_level, written);
         Ok(())
     }
 
@@ -203,6 +305,44 @@ impl DbInner {
             )));
         }
         Ok(MergingIterator::new(children))
+    }
+
+    /// The `Put` entries of the write buffers (`None`) or of on-disk level `level`, every
+    /// version present, run by run (newest run first) and by key within a run, at most
+    /// `limit` (`Db::level_entries`). Reads the tables without filling the block cache.
+    pub(super) fn level_entries(
+        &self,
+        level: Option<usize>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let super_version = self.super_version.load_full();
+        let sources: Vec<Box<dyn InternalIterator>> = match level {
+            None => super_version.memory.iterators(),
+            Some(level) => super_version
+                .version
+                .runs(level)
+                .map(|run| -> Box<dyn InternalIterator> {
+                    Box::new(LevelIterator::new(
+                        run.files().to_vec(),
+                        Arc::clone(&self.table_cache),
+                        false,
+                    ))
+                })
+                .collect(),
+        };
+        let mut entries = Vec::new();
+        for mut source in sources {
+            source.seek_to_first();
+            while source.valid() && entries.len() < limit {
+                let parsed = crate::key::parse_internal_key(source.key());
+                if let Some(key) = parsed.filter(|key| key.kind == crate::key::ValueKind::Put) {
+                    entries.push((key.user_key.to_vec(), source.value().to_vec()));
+                }
+                source.next();
+            }
+            source.status()?;
+        }
+        Ok(entries)
     }
 
     /// Deletes files no version, pending output or unflushed buffer needs (invariant 2).

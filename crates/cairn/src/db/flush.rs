@@ -129,7 +129,7 @@ impl DbInner {
         let snapshots = self.snapshots.sequences();
         let mut filter = VersionFilter::new(&snapshots, None);
         let mut input = oldest.gather_for_flush();
-        let outputs = self.write_outputs(&mut input, &mut filter, None)?;
+        let outputs = self.write_outputs(&mut input, &mut filter, None, 0)?;
         check_flush_outputs(&oldest, &outputs);
         let written: u64 = outputs.iter().map(|file| file.size_bytes).sum();
         let edit = VersionEdit {
@@ -153,11 +153,12 @@ impl DbInner {
         oldest.log().retire();
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.flush_bytes, written);
+        self.counters.add_level_write(0, written);
         self.delete_obsolete_files();
         Ok(())
     }
 
-    /// Runs `compaction::write_tables`, registering each output as pending so the obsolete
+    /// Runs `compaction::write_tables` with `level`'s table settings, registering each output as pending so the obsolete
     /// file sweep leaves it alone until it is installed (or, on failure, forgotten — its
     /// partial file is then swept; invariant 3).
     pub(super) fn write_outputs(
@@ -165,11 +166,17 @@ impl DbInner {
         input: &mut dyn InternalIterator,
         filter: &mut VersionFilter<'_>,
         target_file_size_bytes: Option<u64>,
+        level: usize,
     ) -> Result<Vec<AddedFile>> {
+        let version = &self.super_version.load().version;
+        let deepest = (0..version.level_count())
+            .rev()
+            .find(|&level| !version.files(level).is_empty())
+            .unwrap_or(0);
         let settings = OutputSettings {
             file_system: self.file_system.as_ref(),
             directory: &self.directory,
-            table_options: self.table_options,
+            table_options: compaction::table_options_for(&self.options, level, deepest),
             target_file_size_bytes,
         };
         let mut allocated = Vec::new();

@@ -19,15 +19,14 @@
 //!    `switch_parker`, notified by `install_switch` and by `set_sticky_error`.
 
 use super::super_version::SuperVersion;
-use crate::compaction::{self, CompactionPolicy, ShapeOptions};
+use crate::compaction::{CompactionPolicy, ShapeOptions};
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SequenceNumber;
 use crate::options::Options;
 use crate::sequence::{Acknowledged, Watermark};
 use crate::snapshot::SnapshotList;
-use crate::sstable::TableOptions;
-use crate::stats::{Counters, LevelStats, Stats};
+use crate::stats::{Counters, LevelStats, RunStats, Stats};
 use crate::sync::Parker;
 use crate::table_cache::TableCache;
 use crate::version::VersionSet;
@@ -68,7 +67,6 @@ pub(super) struct DbInner {
     pub(super) options: Options,
     pub(super) file_system: Arc<dyn FileSystem>,
     pub(super) table_cache: Arc<TableCache>,
-    pub(super) table_options: TableOptions,
     pub(super) shape: ShapeOptions,
     /// Decides what to compact next; the compaction loop calls nothing else to choose.
     pub(super) policy: Box<dyn CompactionPolicy>,
@@ -95,6 +93,36 @@ pub(super) struct DbInner {
     pub(super) compaction_lock: Mutex<()>,
     /// Writers waiting for a memtable switch to be installed park here (invariant 3).
     pub(super) switch_parker: Parker,
+    /// What background compactions are running (`compact.rs`; several with
+    /// `Options::compaction_threads > 1`).
+    pub(super) running: Mutex<super::compact::RunningCompactions>,
+}
+
+impl DbInner {
+    /// Per-level statistics of `version` (`Db::level_stats`).
+    pub(super) fn level_stats_of(&self, version: &crate::version::Version) -> Vec<LevelStats> {
+        let scores = self.policy.scores(version, &self.shape);
+        (0..version.level_count())
+            .map(|level| {
+                let runs = version.level(level);
+                LevelStats {
+                    files: version.files(level).len(),
+                    bytes: version.level_bytes(level),
+                    score: scores.get(level).copied().unwrap_or(0.0),
+                    runs: runs
+                        .runs()
+                        .enumerate()
+                        .map(|(index, run)| RunStats {
+                            id: runs.run_id(index).unwrap_or(0),
+                            files: run.files().len(),
+                            bytes: run.bytes(),
+                        })
+                        .collect(),
+                    write_bytes: self.counters.level_write(level),
+                }
+            })
+            .collect()
+    }
 }
 
 /// Creates the file of a new WAL: memory-mapped where the options and the file system allow.
@@ -241,15 +269,7 @@ impl DbInner {
     /// The report behind `Db::stats`.
     pub(super) fn stats(&self) -> Stats {
         let super_version = self.super_version.load_full();
-        let version = &super_version.version;
-        let scores = compaction::level_scores(version, &self.shape);
-        let levels = (0..version.level_count())
-            .map(|level| LevelStats {
-                files: version.files(level).len(),
-                bytes: version.level_bytes(level),
-                score: scores.get(level).copied().unwrap_or(0.0),
-            })
-            .collect();
+        let levels = self.level_stats_of(&super_version.version);
         let (block_cache_bytes, block_cache_hits, block_cache_misses) =
             match self.table_cache.block_cache() {
                 Some(cache) => (cache.usage_bytes() as u64, cache.hits(), cache.misses()),

@@ -762,6 +762,45 @@ impl Db {
         self.inner.compact_range(lower, upper)
     }
 
+    /// The shape of the tree now: per level its files, bytes, compaction score, sorted runs
+    /// (newest first) and the bytes written into it since open. Cheap: reads the current
+    /// version only.
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/level-stats", cairn::Options::in_memory()).unwrap();
+    /// db.put(b"k", b"v").unwrap();
+    /// db.flush().unwrap();
+    /// let levels = db.level_stats();
+    /// assert_eq!(levels[0].files, 1);
+    /// assert_eq!(levels[0].runs.len(), 1);
+    /// ```
+    pub fn level_stats(&self) -> Vec<crate::LevelStats> {
+        let super_version = self.inner.super_version.load_full();
+        self.inner.level_stats_of(&super_version.version)
+    }
+
+    /// The entries physically stored in one place of the tree, for inspection (the CS265
+    /// shell's `s` dump): `None` for the write buffers in memory, `Some(level)` for on-disk
+    /// level `level`. Every `Put` version present is listed — overwritten ones too, which is
+    /// what makes space amplification visible — run by run (newest run first) and by key
+    /// within a run; tombstones are left out. At most `limit` entries.
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/level-entries", cairn::Options::in_memory()).unwrap();
+    /// db.put(b"k", b"v1").unwrap();
+    /// db.flush().unwrap();
+    /// db.put(b"k", b"v2").unwrap();
+    /// assert_eq!(db.level_entries(None, 10).unwrap(), vec![(b"k".to_vec(), b"v2".to_vec())]);
+    /// assert_eq!(db.level_entries(Some(0), 10).unwrap(), vec![(b"k".to_vec(), b"v1".to_vec())]);
+    /// ```
+    pub fn level_entries(
+        &self,
+        level: Option<usize>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.level_entries(level, limit)
+    }
+
     /// A report of the database's shape and counters.
     pub fn stats(&self) -> Stats {
         self.inner.stats()

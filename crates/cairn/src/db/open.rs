@@ -23,7 +23,7 @@
 use super::inner::{create_wal_file, BackgroundState, DbInner};
 use super::super_version::SuperVersion;
 use crate::batch::{DecodedBatch, WriteBatch};
-use crate::compaction::{self, Leveled, OutputSettings, ShapeOptions, VersionFilter};
+use crate::compaction::{self, OutputSettings, ShapeOptions, VersionFilter};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem};
@@ -118,8 +118,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     };
     let inner = Arc::new(DbInner {
         shape: ShapeOptions::from(&options),
-        policy: Box::new(Leveled),
-        table_options,
+        policy: options.compaction_style.policy(),
         directory: directory.to_path_buf(),
         file_system,
         table_cache,
@@ -143,6 +142,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
         pending_outputs: Mutex::new(HashSet::new()),
         compaction_lock: Mutex::new(()),
         switch_parker: crate::sync::Parker::default(),
+        running: Mutex::default(),
         options,
     });
     Counters::add(
@@ -287,10 +287,10 @@ fn start_first_wal(
 /// Starts the flush and compaction threads.
 pub(super) fn spawn_background(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let mut threads = Vec::new();
-    for (name, body) in [
-        ("cairn-flush", DbInner::flush_loop as fn(&DbInner)),
-        ("cairn-compact", DbInner::compaction_loop as fn(&DbInner)),
-    ] {
+    let compactors = std::iter::repeat_n("cairn-compact", inner.options.compaction_threads.max(1));
+    let bodies = std::iter::once(("cairn-flush", DbInner::flush_loop as fn(&DbInner)))
+        .chain(compactors.map(|name| (name, DbInner::compaction_loop as fn(&DbInner))));
+    for (name, body) in bodies {
         let worker = Arc::clone(inner);
         let handle = std::thread::Builder::new()
             .name(name.to_string())

@@ -2,8 +2,9 @@
 //!
 //! A [`VersionEdit`] lists files added and removed (by level) and the counters a flush or
 //! compaction moved; `docs/format.md` ("MANIFEST") documents every byte. Edits name a level
-//! for each file but no run: where a file goes among a level's runs is derived when the edit
-//! is applied (see the parent module). A later MANIFEST format version will record run ids.
+//! for each file and, from MANIFEST format version 3 on, the run it joins (`file_runs`, tag 8);
+//! an added file with no run entry (every file of a version-1 or version-2 MANIFEST) is placed
+//! as the parent module's doc says.
 //!
 //! Invariants:
 //! 1. `decode(encode(edit)) == edit` for every edit.
@@ -33,6 +34,19 @@ pub struct VersionEdit {
     pub deleted_files: Vec<(usize, u64)>,
     /// `(level, file)` added.
     pub added_files: Vec<(usize, AddedFile)>,
+    /// `(file number, run id)`: the run of its level that an added file joins (format
+    /// version 3). Run ids order a level's runs, the larger the newer.
+    pub file_runs: Vec<(u64, u64)>,
+}
+
+impl VersionEdit {
+    /// The run id `file_runs` records for added file `number`, if any.
+    pub fn run_of(&self, number: u64) -> Option<u64> {
+        self.file_runs
+            .iter()
+            .find(|(file, _)| *file == number)
+            .map(|&(_, run)| run)
+    }
 }
 
 /// A file added by an edit.
@@ -88,6 +102,8 @@ mod tag {
     pub const ADDED_FILE: u8 = 5;
     pub const COMPACT_POINTER: u8 = 6;
     pub const FORMAT_VERSION: u8 = 7;
+    /// Format version 3: `number u64 | run id u64`, the run an added file joins.
+    pub const FILE_RUN: u8 = 8;
 }
 
 /// Levels are stored in one byte; 32 levels at most (see `Options::validate`).
@@ -136,6 +152,11 @@ impl VersionEdit {
             put_u64(&mut buffer, file.largest_sequence);
             put_length_prefixed(&mut buffer, &file.smallest);
             put_length_prefixed(&mut buffer, &file.largest);
+        }
+        for (number, run) in &self.file_runs {
+            buffer.push(tag::FILE_RUN);
+            put_u64(&mut buffer, *number);
+            put_u64(&mut buffer, *run);
         }
         buffer
     }
@@ -187,6 +208,11 @@ impl VersionEdit {
                             largest_sequence,
                         },
                     ));
+                }
+                tag::FILE_RUN => {
+                    let number = reader.u64().ok_or_else(truncated)?;
+                    let run = reader.u64().ok_or_else(truncated)?;
+                    edit.file_runs.push((number, run));
                 }
                 unknown => return Err(format!("unknown edit tag {unknown}")),
             }

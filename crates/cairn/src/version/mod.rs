@@ -5,12 +5,15 @@
 //! flush or compaction produces a [`VersionEdit`] (files added and removed, counters), which
 //! [`VersionSet`] appends to the MANIFEST and syncs *before* the new version is installed.
 //!
-//! Run placement is derived, not recorded: the MANIFEST names a level for each file and no
-//! run (no on-disk format change). [`apply_edit`] removes deleted files from their runs and
-//! places each added file at level 0 in a run of its own, and at a level >= 1 in the level's
-//! newest run (a new run if the level is empty). Under leveling this yields today's shape: one
-//! run per level-0 file, one run per deeper level. Policies that keep several runs per level
-//! (tiering) need a later MANIFEST format version that records run ids.
+//! Runs have identity: each run of a level carries a **run id**, and a level's runs are ordered
+//! by it, the larger the newer. A level-0 run is one file and its id is that file's number. From
+//! MANIFEST format version 3 on, an edit records the run id of every file it adds at a deeper
+//! level (`VersionEdit::file_runs`); [`apply_edit`] puts the file into the run with that id,
+//! creating the run if the level has none. A file added without a run id (every file of a
+//! version-1 or version-2 MANIFEST, written when the only policy was leveling) joins the
+//! level's newest run, or a new run with id 0 if the level is empty — the one run per level
+//! those versions always had. New run ids are drawn from the file-number counter, so a run
+//! created later always has a larger id than any run that exists when it is created.
 //!
 //! Invariants:
 //! 1. Level 0 holds one run per file, ordered newest first (highest file number first, since
@@ -24,8 +27,10 @@
 //! 4. No run is empty, and a file number appears at most once in a version.
 //! 5. A file is deleted from disk only when no live `Version` lists it (see `db` for the
 //!    obsolete-file sweep).
+//! 6. Within a level, run ids are strictly descending (newest first, unique); at level 0 a
+//!    run's id is its file's number.
 //!
-//! [`Version::check_invariants`] checks 1, 2 and 4 (and that each file's smallest key is not
+//! [`Version::check_invariants`] checks 1, 2, 4 and 6 (and that each file's smallest key is not
 //! above its largest); 3 is kept by construction (placement above, and compactions that only
 //! ever write a level's output below or beside older data). It runs on every version built by
 //! `apply_edit`, so a MANIFEST describing an impossible shape is reported as corruption.
@@ -53,8 +58,8 @@ use std::sync::{Arc, OnceLock};
 /// reuse a number) for any change to a byte of a MANIFEST, a version edit or a WAL;
 /// docs/format.md, "Changing the format", says what else that change must do. Version 2:
 /// the database's WALs are version 2 (a header record and sync markers); the MANIFEST bytes
-/// are those of version 1.
-pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+/// are those of version 1. Version 3: edits record the run id of each added file (tag 8).
+pub const MANIFEST_FORMAT_VERSION: u32 = 3;
 
 /// The oldest MANIFEST format version this build reads (whose WALs are version 1).
 pub const MANIFEST_FORMAT_VERSION_OLDEST: u32 = 1;
@@ -190,17 +195,46 @@ pub struct Level {
     files: Vec<Arc<FileMeta>>,
     /// Exclusive end in `files` of each run, strictly ascending; the last is `files.len()`.
     run_ends: Vec<usize>,
+    /// The id of each run (invariant 6: strictly descending).
+    run_ids: Vec<u64>,
 }
 
 impl Level {
-    /// A level holding `runs`, newest first; empty runs are left out (invariant 4).
-    pub fn from_runs(runs: Vec<Vec<Arc<FileMeta>>>) -> Self {
+    /// A level holding `runs` as `(run id, files)`, newest first; empty runs are left out
+    /// (invariant 4).
+    pub fn from_identified_runs(runs: Vec<(u64, Vec<Arc<FileMeta>>)>) -> Self {
         let mut level = Level::default();
-        for run in runs.into_iter().filter(|run| !run.is_empty()) {
+        for (id, run) in runs.into_iter().filter(|(_, run)| !run.is_empty()) {
             level.files.extend(run);
             level.run_ends.push(level.files.len());
+            level.run_ids.push(id);
         }
         level
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    /// A level holding `runs`, newest first, with made-up ids (tests): a level-0 run's id is
+    /// its first file's number, a deeper run's is its distance from the end (the oldest is 1).
+    pub fn from_runs(level: usize, runs: Vec<Vec<Arc<FileMeta>>>) -> Self {
+        let count = runs.len() as u64;
+        let runs = runs
+            .into_iter()
+            .enumerate()
+            .map(|(index, run)| {
+                let id = if level == 0 {
+                    run.first().map_or(0, |file| file.number)
+                } else {
+                    count - index as u64
+                };
+                (id, run)
+            })
+            .collect();
+        Level::from_identified_runs(runs)
+    }
+
+    /// The id of run `index` (0 = newest), if it exists.
+    pub fn run_id(&self, index: usize) -> Option<u64> {
+        self.run_ids.get(index).copied()
     }
 
     /// Every file, run by run.
@@ -208,7 +242,6 @@ impl Level {
         &self.files
     }
 
-    #[cfg(any(test, feature = "testing"))]
     /// Number of runs.
     pub fn run_count(&self) -> usize {
         self.run_ends.len()
@@ -230,9 +263,13 @@ impl Level {
         Run::new(self.files.get(start..end).unwrap_or(&[]))
     }
 
-    /// The level's runs as owned lists (to rebuild a level).
-    fn to_runs(&self) -> Vec<Vec<Arc<FileMeta>>> {
-        self.runs().map(|run| run.files().to_vec()).collect()
+    /// The level's runs as owned `(run id, files)` lists (to rebuild a level).
+    fn to_runs(&self) -> Vec<(u64, Vec<Arc<FileMeta>>)> {
+        self.run_ids
+            .iter()
+            .copied()
+            .zip(self.runs().map(|run| run.files().to_vec()))
+            .collect()
     }
 }
 
@@ -250,12 +287,17 @@ impl Version {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// A version from explicit runs: `levels[l][r]` is run `r` (newest first) of level `l`.
     /// Nothing is checked here: call [`Version::check_invariants`] (tests build bad shapes
     /// on purpose).
     pub fn from_runs(levels: Vec<Vec<Vec<Arc<FileMeta>>>>) -> Self {
         Version {
-            levels: levels.into_iter().map(Level::from_runs).collect(),
+            levels: levels
+                .into_iter()
+                .enumerate()
+                .map(|(index, runs)| Level::from_runs(index, runs))
+                .collect(),
         }
     }
 
@@ -269,6 +311,7 @@ impl Version {
         static EMPTY: Level = Level {
             files: Vec::new(),
             run_ends: Vec::new(),
+            run_ids: Vec::new(),
         };
         self.levels.get(level).unwrap_or(&EMPTY)
     }
@@ -344,7 +387,7 @@ impl Version {
             .map(|file| file.number)
     }
 
-    /// Checks invariants 1, 2 and 4 of the module doc, and that no file has its smallest key
+    /// Checks invariants 1, 2, 4 and 6 of the module doc, and that no file has its smallest key
     /// above its largest. Cheap (linear), so it runs on every version `apply_edit` builds.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
         let level0 = self.level(0);
@@ -359,6 +402,14 @@ impl Version {
                     newer.number, older.number
                 ));
             }
+        }
+        if let Some((file, id)) = level0
+            .files()
+            .iter()
+            .zip(&level0.run_ids)
+            .find(|(file, id)| file.number != **id)
+        {
+            return Err(format!("level-0 file {} in run {id}", file.number));
         }
         for (index, level) in self.levels.iter().enumerate() {
             check_level_structure(level).map_err(|reason| format!("level {index}: {reason}"))?;
@@ -380,9 +431,24 @@ impl Version {
     }
 }
 
-/// Invariant 4 and the bookkeeping behind it: run ends strictly ascending, ending at the last
-/// file (so no run is empty and every file is in a run).
+/// Invariants 4 and 6 and the bookkeeping behind them: run ends strictly ascending, ending at
+/// the last file (so no run is empty and every file is in a run); one id per run, strictly
+/// descending.
 fn check_level_structure(level: &Level) -> std::result::Result<(), String> {
+    if level.run_ids.len() != level.run_ends.len() {
+        return Err(format!(
+            "{} run ids for {} runs",
+            level.run_ids.len(),
+            level.run_ends.len()
+        ));
+    }
+    if let Some(pair) = level
+        .run_ids
+        .windows(2)
+        .find(|pair| matches!(pair, [newer, older] if newer <= older))
+    {
+        return Err(format!("run ids {pair:?} not strictly descending"));
+    }
     let mut previous = 0;
     for &end in &level.run_ends {
         if end <= previous {
@@ -401,18 +467,20 @@ fn check_level_structure(level: &Level) -> std::result::Result<(), String> {
 
 /// Applies `edit` to `base`, producing a new version. Tables already opened by `base` stay
 /// shared (the `Arc<FileMeta>` is reused). Deleted files leave their runs; added files are
-/// placed as the module doc says (level 0: a run each; deeper: the newest run).
+/// placed as the module doc says (into the run the edit names, else level 0: a run each;
+/// deeper: the newest run).
 pub fn apply_edit(base: &Version, edit: &VersionEdit) -> std::result::Result<Version, String> {
-    let mut levels: Vec<Vec<Vec<Arc<FileMeta>>>> = base.levels.iter().map(Level::to_runs).collect();
+    let mut levels: Vec<Vec<(u64, Vec<Arc<FileMeta>>)>> =
+        base.levels.iter().map(Level::to_runs).collect();
     for &(level, number) in &edit.deleted_files {
         let runs = levels
             .get_mut(level)
             .ok_or_else(|| format!("edit deletes from level {level}, which does not exist"))?;
-        let before: usize = runs.iter().map(Vec::len).sum();
-        for run in runs.iter_mut() {
+        let before: usize = runs.iter().map(|(_, run)| run.len()).sum();
+        for (_, run) in runs.iter_mut() {
             run.retain(|file| file.number != number);
         }
-        if runs.iter().map(Vec::len).sum::<usize>() == before {
+        if runs.iter().map(|(_, run)| run.len()).sum::<usize>() == before {
             return Err(format!("edit deletes file {number}, not in level {level}"));
         }
     }
@@ -421,21 +489,30 @@ pub fn apply_edit(base: &Version, edit: &VersionEdit) -> std::result::Result<Ver
             .get_mut(*level)
             .ok_or_else(|| format!("edit adds to level {level}, which does not exist"))?;
         let file = Arc::new(added.to_meta());
-        match runs.first_mut() {
-            Some(newest) if *level > 0 => newest.push(file),
-            _ => runs.push(vec![file]),
+        let id = match edit.run_of(added.number) {
+            Some(id) => id,
+            None if *level == 0 => added.number,
+            // Formats 1 and 2: the level's newest run, or its first.
+            None => runs.iter().map(|(id, _)| *id).max().unwrap_or(0),
+        };
+        match runs.iter_mut().find(|(run_id, _)| *run_id == id) {
+            Some((_, run)) => run.push(file),
+            None => runs.push((id, vec![file])),
         }
     }
-    for (level, runs) in levels.iter_mut().enumerate() {
-        runs.retain(|run| !run.is_empty());
-        if level == 0 {
-            runs.sort_by_key(|run| std::cmp::Reverse(run.first().map_or(0, |file| file.number)));
-        }
-        for run in runs.iter_mut() {
+    for runs in &mut levels {
+        runs.retain(|(_, run)| !run.is_empty());
+        runs.sort_by_key(|(id, _)| std::cmp::Reverse(*id));
+        for (_, run) in runs.iter_mut() {
             run.sort_by(|a, b| compare_internal_keys(&a.smallest, &b.smallest));
         }
     }
-    let version = Version::from_runs(levels);
+    let version = Version {
+        levels: levels
+            .into_iter()
+            .map(Level::from_identified_runs)
+            .collect(),
+    };
     version.check_invariants()?;
     Ok(version)
 }

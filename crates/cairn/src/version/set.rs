@@ -232,10 +232,17 @@ impl VersionSet {
             }
         }
         for level in 0..self.current.level_count() {
-            for file in self.current.files(level) {
-                snapshot
-                    .added_files
-                    .push((level, AddedFile::from_meta(file)));
+            let runs = self.current.level(level);
+            for (index, run) in runs.runs().enumerate() {
+                for file in run.files() {
+                    snapshot
+                        .added_files
+                        .push((level, AddedFile::from_meta(file)));
+                    // Level-0 run ids are file numbers (derived); deeper ones are recorded.
+                    if let Some(id) = runs.run_id(index).filter(|_| level > 0) {
+                        snapshot.file_runs.push((file.number, id));
+                    }
+                }
             }
         }
         writer.add_record(&snapshot.encode())?;

@@ -25,6 +25,7 @@ fn edit_round_trip_and_truncation() {
         format_version: Some(1),
         compact_pointers: vec![(2, b"k".to_vec())],
         deleted_files: vec![(1, 4)],
+        file_runs: vec![(8, 42)],
         added_files: vec![(2, added(8, b"a", b"z"))],
     };
     let encoded = edit.encode();
@@ -279,4 +280,75 @@ fn edits_place_level0_files_in_runs_of_their_own_and_deeper_files_in_the_newest_
         next.files(1).iter().map(|f| f.number).collect::<Vec<_>>(),
         vec![7, 8]
     );
+}
+
+#[test]
+fn recorded_run_ids_place_files_and_order_runs() {
+    let ids = |version: &Version, level: usize| -> Vec<(u64, Vec<u64>)> {
+        let runs = version.level(level);
+        runs.runs()
+            .enumerate()
+            .map(|(index, run)| {
+                let files = run.files().iter().map(|file| file.number).collect();
+                (runs.run_id(index).unwrap(), files)
+            })
+            .collect()
+    };
+    // Two runs at level 1 by id, the larger the newer, whatever the edit order.
+    let edit = VersionEdit {
+        added_files: vec![
+            (1, added(3, b"a", b"c")),
+            (1, added(4, b"a", b"z")),
+            (1, added(5, b"d", b"f")),
+        ],
+        file_runs: vec![(3, 10), (4, 20), (5, 10)],
+        ..VersionEdit::default()
+    };
+    let version = apply_edit(&Version::empty(3), &edit).unwrap();
+    assert_eq!(ids(&version, 1), vec![(20, vec![4]), (10, vec![3, 5])]);
+    // A file without a run id (format 1 or 2) joins the newest run.
+    let legacy = VersionEdit {
+        added_files: vec![(1, added(6, b"zz", b"zz"))],
+        ..VersionEdit::default()
+    };
+    let next = apply_edit(&version, &legacy).unwrap();
+    assert_eq!(ids(&next, 1), vec![(20, vec![4, 6]), (10, vec![3, 5])]);
+    // ... and an empty level gets a run with id 0; level-0 runs take their file's number.
+    let legacy = VersionEdit {
+        added_files: vec![(2, added(7, b"a", b"b")), (0, added(9, b"a", b"b"))],
+        ..VersionEdit::default()
+    };
+    let next = apply_edit(&version, &legacy).unwrap();
+    assert_eq!(ids(&next, 2), vec![(0, vec![7])]);
+    assert_eq!(ids(&next, 0), vec![(9, vec![9])]);
+    // Files of two runs overlapping inside one run id are refused (invariant 2).
+    let overlapping = VersionEdit {
+        added_files: vec![(1, added(8, b"b", b"b"))],
+        file_runs: vec![(8, 10)],
+        ..VersionEdit::default()
+    };
+    assert!(apply_edit(&version, &overlapping).is_err());
+}
+
+#[test]
+fn a_snapshot_records_run_ids_and_recovery_restores_them() {
+    let fs = MemFs::new();
+    let directory = Path::new("/runs");
+    fs.create_dir_all(directory).unwrap();
+    let mut set = VersionSet::new(directory, Arc::new(fs.clone()), 3, 1 << 20);
+    set.write_snapshot().unwrap();
+    set.log_and_apply(VersionEdit {
+        added_files: vec![(1, added(3, b"a", b"c")), (1, added(4, b"a", b"z"))],
+        file_runs: vec![(3, 10), (4, 20)],
+        ..VersionEdit::default()
+    })
+    .unwrap();
+    // A fresh MANIFEST holds only a snapshot: the run ids must be in it.
+    set.write_snapshot().unwrap();
+    let mut recovered = VersionSet::new(directory, Arc::new(fs), 3, 1 << 20);
+    recovered.recover().unwrap();
+    let level = recovered.current();
+    let level = level.level(1);
+    assert_eq!((level.run_id(0), level.run_id(1)), (Some(20), Some(10)));
+    assert_eq!(recovered.manifest_format_version, MANIFEST_FORMAT_VERSION);
 }

@@ -19,7 +19,7 @@
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use cairn::{Db, Error, FileSystem, Options};
+use cairn::{CompactionStyle, Db, Error, FileSystem, Options};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -80,6 +80,42 @@ pub fn env_or<T: FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// The policy matrix. `CAIRN_COMPACTION_STYLE` = `leveling`, `tiering` or `lazy` puts every
+/// database the model, metamorphic, history and crash suites open (through `shaped` or
+/// `small_lsm_options`) under that style; unset, they keep their own (leveling, plus the
+/// explicit tiered cases each suite runs: the CI slice). The full matrix is the suites run
+/// once per value:
+/// `for s in leveling tiering lazy; do CAIRN_COMPACTION_STYLE=$s cargo test -p cairn
+/// --features invariants --test model --test metamorphic --test history --test crash; done`.
+pub fn env_style() -> Option<CompactionStyle> {
+    let value = std::env::var("CAIRN_COMPACTION_STYLE").ok()?;
+    Some(match value.as_str() {
+        "leveling" => CompactionStyle::Leveling,
+        "tiering" => CompactionStyle::Tiering,
+        "lazy" => CompactionStyle::LazyLeveling,
+        other => panic!("CAIRN_COMPACTION_STYLE={other}: expected leveling, tiering or lazy"),
+    })
+}
+
+/// `options` under `style`; a tiered style gets few runs per level and two compaction threads
+/// so that short workloads reach merges, level rewrites and parallel compactions.
+pub fn with_style(mut options: Options, style: CompactionStyle) -> Options {
+    options.compaction_style = style;
+    if style != CompactionStyle::Leveling {
+        options.runs_per_level = 3;
+        options.compaction_threads = 2;
+    }
+    options
+}
+
+/// `options` under `CAIRN_COMPACTION_STYLE` if it is set (see `env_style`).
+pub fn shaped(options: Options) -> Options {
+    match env_style() {
+        Some(style) => with_style(options, style),
+        None => options,
+    }
+}
+
 /// A small LSM shape that flushes, compacts and rolls the MANIFEST over after a few KiB of
 /// writes, so short workloads reach every code path.
 pub fn small_lsm_options(file_system: Arc<dyn FileSystem>) -> Options {
@@ -92,7 +128,7 @@ pub fn small_lsm_options(file_system: Arc<dyn FileSystem>) -> Options {
     options.level1_size_bytes_max = 8192;
     options.level0_compaction_trigger = 2;
     options.manifest_size_bytes_max = 1024;
-    options
+    shaped(options)
 }
 
 /// A fresh directory under the system temporary directory, removed (best effort) on drop.
