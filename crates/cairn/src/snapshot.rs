@@ -19,8 +19,11 @@
 //! stripe, whose newest version is kept anyway. When every slot is taken, snapshots fall
 //! back to a mutex-guarded list (registered under the mutex that compactions read it under).
 //!
-//! Invariant: a snapshot's sequence is in `sequences()` for every call that starts after the
-//! snapshot's slot was claimed, until it is released.
+//! Invariants:
+//! 1. A snapshot's sequence is in `sequences()` for every call that starts after the
+//!    snapshot's slot was claimed, until it is released.
+//! 2. A snapshot belongs to the one list that registered it (`belongs_to`): only that list's
+//!    database pins its versions, so only that database may read at it.
 //!
 //! Thread-safety contract: all methods take `&self` and may be called from any thread; the
 //! fast path (`acquire` with a free slot, `release`) takes no lock.

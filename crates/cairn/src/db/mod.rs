@@ -38,6 +38,10 @@
 //!    once its last sequence is visible — which implies no writer is inside it, because a
 //!    writer holds an unfinished sequence from its reservation until its inserts are done.
 //! 4. A WAL is deleted only when its number is below the MANIFEST's durable `log_number`.
+//! 5. A read-only handle (`Options::read_only`) changes nothing: every changing method is
+//!    refused by `Db::writable` before it reaches `DbInner`, and it starts no thread.
+//! 6. A snapshot is read only by the database whose snapshot list registered it
+//!    (`Db::snapshot_sequence`); another database's versions are not pinned by it.
 
 mod checkpoint;
 mod compact;
