@@ -49,7 +49,17 @@ pub fn void_record(sequence: SequenceNumber, payload_bytes: usize) -> Vec<u8> {
     payload
 }
 
-/// An ordered group of writes applied atomically.
+/// An ordered group of writes applied atomically: a reader at any snapshot sees all of it
+/// or none, and it is logged as one WAL record.
+///
+/// ```
+/// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// let mut batch = cairn::WriteBatch::new();
+/// batch.put("from", "0").put("to", "100");
+/// assert_eq!(batch.len(), 2);
+/// db.write(&cairn::WriteOptions::default(), batch)?;
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct WriteBatch {
     representation: Vec<u8>,

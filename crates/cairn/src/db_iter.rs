@@ -25,7 +25,24 @@ enum Direction {
     Reverse,
 }
 
-/// A cursor over the user-visible contents of the database at one sequence number.
+/// A cursor over the user-visible contents of the database at one sequence number: the
+/// seekable, low-level form of [`crate::RangeIter`] (see [`crate::Db::cursor`]).
+///
+/// ```
+/// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// for key in ["a", "b", "c"] {
+///     db.put(key, key)?;
+/// }
+/// let mut cursor = db.cursor(&cairn::ReadOptions::default(), None, None)?;
+/// cursor.seek_for_prev(b"bb");
+/// assert_eq!(cursor.key(), b"b");
+/// cursor.next();
+/// assert_eq!(cursor.value(), b"c");
+/// cursor.next();
+/// assert!(!cursor.valid());
+/// cursor.status()?;
+/// # Ok::<(), cairn::Error>(())
+/// ```
 pub struct DbIterator {
     inner: Box<dyn InternalIterator>,
     sequence: SequenceNumber,

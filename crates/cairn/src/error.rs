@@ -13,6 +13,16 @@ use std::sync::Arc;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in cairn.
+///
+/// ```
+/// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// let too_long = vec![b'k'; cairn::KEY_BYTES_MAX + 1];
+/// match db.put(&too_long, "v") {
+///     Err(cairn::Error::InvalidArgument(message)) => println!("refused: {message}"),
+///     other => panic!("unexpected {other:?}"),
+/// }
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {

@@ -2,6 +2,22 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the write path, read path, flush,
 //! compaction and recovery, and `docs/format.md` for every on-disk byte layout.
+//!
+//! ```
+//! use cairn::{Db, Options};
+//!
+//! let db = Db::open("/db", Options::in_memory())?;
+//! db.put("hello", "world")?;
+//! assert_eq!(db.get("hello")?, Some(b"world".to_vec()));
+//! for pair in db.prefix("hel")? {
+//!     let (key, value) = pair?;
+//!     assert_eq!((&key[..], &value[..]), (&b"hello"[..], &b"world"[..]));
+//! }
+//! # Ok::<(), cairn::Error>(())
+//! ```
+//!
+//! Thread-safety: [`Db`] and [`MemStore`] are `Send + Sync`; share one handle (`Arc`) among
+//! threads. Invariants of each structure are stated in its module.
 
 // The lint wall. CI runs clippy with `-D warnings`, so every `warn` here fails the build too;
 // the `deny`s also fail a plain `cargo build`.
@@ -96,6 +112,11 @@ pub mod testing;
 pub(crate) mod version;
 pub(crate) mod wal;
 pub(crate) mod wal_writer;
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
 
 pub use batch::{WriteBatch, BATCH_BYTES_MAX, BATCH_ENTRIES_MAX};
 pub use compaction::{CompactionFilter, FilterDecision};

@@ -25,6 +25,8 @@
 //!    snapshot's slot was claimed, until it is released.
 //! 2. A slot is `PENDING` only between its claim and its publication, and every publication
 //!    notifies `parker` after the store (a parked `sequences()` misses no publication).
+//! 3. A snapshot belongs to the one list that registered it (`belongs_to`): only that list's
+//!    database pins its versions, so only that database may read at it.
 //!
 //! Thread-safety contract: all methods take `&self` and may be called from any thread; the
 //! fast path (`acquire` with a free slot, `release`) takes no lock.

@@ -134,6 +134,15 @@ pub struct RunStats {
 }
 
 /// A point-in-time report of the database.
+///
+/// ```
+/// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// db.put("k", "v")?;
+/// let stats = db.stats();
+/// assert!(stats.last_sequence >= 1);
+/// assert_eq!(stats.snapshots, 0);
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
     /// Sequence number of the latest visible write.

@@ -53,6 +53,13 @@ use std::path::{Path, PathBuf};
 /// unsynced pages in any order, leaving exactly that. Damage to synced bytes is always
 /// `Error::Corruption`, and so is any such damage in a version-1 WAL (no sync markers), in
 /// both modes.
+///
+/// ```
+/// let mut options = cairn::Options::in_memory();
+/// options.wal_recovery = cairn::WalRecovery::Strict;
+/// cairn::Db::open("/db", options)?;
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecovery {
     /// Recover the writes before the first bad record and drop the rest of the log and every

@@ -36,7 +36,7 @@
 use crate::key::{SequenceNumber, ValueKind};
 use crate::version::Version;
 
-/// A user's decision about one entry (see [`CompactionFilter`]).
+/// A user's decision about one entry (see [`CompactionFilter`] for an example).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FilterDecision {
     /// Keep the entry as it is.
@@ -53,6 +53,36 @@ pub enum FilterDecision {
 /// enough that applying it twice (a key compacted again later) is harmless. It runs only when
 /// compaction rewrites a file: flushes and trivial moves (a file moved down a level unread)
 /// do not call it, so an expired key disappears at the next merge that reads it.
+///
+/// ```
+/// use cairn::{CompactionFilter, FilterDecision};
+/// use std::sync::Arc;
+///
+/// /// Drops every key starting with `tmp:` when compaction rewrites it.
+/// #[derive(Debug)]
+/// struct DropTemporary;
+///
+/// impl CompactionFilter for DropTemporary {
+///     fn filter(&self, _level: usize, key: &[u8], _value: &[u8]) -> FilterDecision {
+///         if key.starts_with(b"tmp:") {
+///             FilterDecision::Remove
+///         } else {
+///             FilterDecision::Keep
+///         }
+///     }
+/// }
+///
+/// let mut options = cairn::Options::in_memory();
+/// options.compaction_filter = Some(Arc::new(DropTemporary));
+/// let db = cairn::Db::open("/db", options)?;
+/// db.put("tmp:1", "x")?;
+/// db.put("keep", "y")?;
+/// db.compact_range(None, None)?;
+/// db.put("other", "z")?;
+/// db.compact_range(None, None)?;
+/// assert_eq!(db.get("keep")?, Some(b"y".to_vec()));
+/// # Ok::<(), cairn::Error>(())
+/// ```
 pub trait CompactionFilter: Send + Sync + std::fmt::Debug {
     /// Decides about the newest `Put` of `user_key`, being written to `output_level`. A value
     /// written with an expiry is shown without it, and a `Change` keeps that expiry.

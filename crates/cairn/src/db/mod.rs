@@ -38,6 +38,10 @@
 //!    once its last sequence is visible — which implies no writer is inside it, because a
 //!    writer holds an unfinished sequence from its reservation until its inserts are done.
 //! 4. A WAL is deleted only when its number is below the MANIFEST's durable `log_number`.
+//! 5. A read-only handle (`Options::read_only`) changes nothing: every changing method is
+//!    refused by `Db::writable` before it reaches `DbInner`, and it starts no thread.
+//! 6. A snapshot is read only by the database whose snapshot list registered it
+//!    (`Db::snapshot_sequence`); another database's versions are not pinned by it.
 
 mod checkpoint;
 mod compact;
@@ -68,6 +72,23 @@ use std::thread::JoinHandle;
 pub use super_version::SuperVersion;
 
 /// What a read-modify-write function decides to do with the current value.
+///
+/// ```
+/// use cairn::Update;
+/// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+/// db.put("stock", "3")?;
+/// // Take one item if any is left; delete the key at zero.
+/// let (left, _) = db.read_modify_write("stock", |current| match current {
+///     Some(b"1") => Update::Delete,
+///     Some(count) => {
+///         let count: u32 = std::str::from_utf8(count).unwrap().parse().unwrap();
+///         Update::Put((count - 1).to_string().into_bytes())
+///     }
+///     None => Update::Keep,
+/// })?;
+/// assert_eq!(left, Some(b"2".to_vec()));
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Update {
     /// Leave the key as it is (nothing is written).
@@ -133,7 +154,24 @@ fn bound_bytes<K: AsRef<[u8]> + ?Sized>(bound: Bound<&K>) -> Bound<&[u8]> {
     }
 }
 
-/// A persistent key-value store. See the module documentation for the concurrency contract.
+/// A persistent key-value store. `Send + Sync`: share one handle among threads (`Arc<Db>`);
+/// no client operation takes a lock on its fast path.
+///
+/// ```
+/// use std::sync::Arc;
+/// let db = Arc::new(cairn::Db::open("/db", cairn::Options::in_memory())?);
+/// let writers: Vec<_> = (0..4)
+///     .map(|thread| {
+///         let db = Arc::clone(&db);
+///         std::thread::spawn(move || db.put(format!("key{thread}"), "v"))
+///     })
+///     .collect();
+/// for writer in writers {
+///     writer.join().unwrap()?;
+/// }
+/// assert_eq!(db.iter()?.count(), 4);
+/// # Ok::<(), cairn::Error>(())
+/// ```
 pub struct Db {
     inner: Arc<DbInner>,
     threads: Vec<JoinHandle<()>>,
@@ -749,6 +787,14 @@ impl Db {
 
     /// Seals the active write buffer (if not empty) and waits until every sealed buffer is
     /// on disk.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "v")?;
+    /// db.flush()?;
+    /// assert!(db.stats().counter("flushes") >= 1);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn flush(&self) -> Result<()> {
         self.writable()?;
         self.inner.flush()
@@ -756,6 +802,14 @@ impl Db {
 
     /// Compacts every level's files overlapping `[lower, upper]` (None = unbounded) down into
     /// the next level, after a flush.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "v")?;
+    /// db.compact_range(None, None)?;
+    /// assert_eq!(db.get("k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn compact_range(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Result<()> {
         self.writable()?;
         self.inner.flush()?;
@@ -802,17 +856,37 @@ impl Db {
     }
 
     /// A report of the database's shape and counters.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "v")?;
+    /// println!("{}", db.stats());
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         self.inner.stats()
     }
 
     /// The database directory.
+    ///
+    /// ```
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// assert_eq!(db.path(), std::path::Path::new("/db"));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn path(&self) -> &Path {
         &self.inner.directory
     }
 
     /// Closes the database, reporting any error from the final flush (with the WAL off) or
     /// from background work. Dropping a `Db` does the same but cannot report errors.
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("k", "v")?;
+    /// db.close()?;
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn close(mut self) -> Result<()> {
         let result = self.shutdown();
         std::mem::take(&mut self.threads);

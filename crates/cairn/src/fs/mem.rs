@@ -21,7 +21,17 @@ use std::sync::{Arc, Mutex, RwLock};
 type SharedBytes = Arc<RwLock<Vec<u8>>>;
 
 /// An in-memory file system: fast tests, and the base that fault-injecting test file systems
-/// wrap. Every operation is durable at once (there is no page cache to lose).
+/// wrap. Every operation is durable at once (there is no page cache to lose). Clones share
+/// the files.
+///
+/// ```
+/// let file_system = cairn::MemFs::new();
+/// let mut options = cairn::Options::default();
+/// options.file_system = std::sync::Arc::new(file_system.clone());
+/// cairn::Db::open("/db", options.clone())?.put("k", "v")?;
+/// assert_eq!(cairn::Db::open("/db", options)?.get("k")?, Some(b"v".to_vec()));
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct MemFs {
     state: Arc<Mutex<MemFsState>>,

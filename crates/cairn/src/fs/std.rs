@@ -18,7 +18,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The operating system's file system.
+/// The operating system's file system (the default of [`crate::Options::file_system`]).
+///
+/// ```
+/// use cairn::FileSystem;
+/// let directory = std::env::temp_dir().join("cairn-stdfs-doctest");
+/// cairn::StdFs.create_dir_all(&directory)?;
+/// assert!(cairn::StdFs.exists(&directory)?);
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StdFs;
 

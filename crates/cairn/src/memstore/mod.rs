@@ -66,6 +66,13 @@ thread_local! {
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
 
 /// Options of a [`MemStore`].
+///
+/// ```
+/// let mut options = cairn::MemStoreOptions::default();
+/// options.capacity_bytes = 64 << 20;
+/// let store = cairn::MemStore::new(options)?;
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct MemStoreOptions {
     /// Bytes of log memory (objects, their headers and slack); the index is extra.
@@ -133,6 +140,13 @@ impl Default for MemStoreOptions {
 }
 
 /// Accounting snapshot of a [`MemStore`].
+///
+/// ```
+/// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+/// store.put("k", "v")?;
+/// assert!(store.stats().live_bytes > 0);
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MemStoreStats {
     /// Configured log capacity.
@@ -195,7 +209,17 @@ struct Inner {
     counters: Counters,
 }
 
-/// The in-memory log-structured store. Dropping it stops the compaction threads.
+/// The in-memory log-structured store. Dropping it stops the compaction threads. `Send +
+/// Sync`; its operations have the shapes of [`crate::Db`]'s.
+///
+/// ```
+/// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+/// store.put("k", "v")?;
+/// assert_eq!(store.update("k", |_| Some(b"w".to_vec()))?, Some(b"w".to_vec()));
+/// store.delete("k")?;
+/// assert!(!store.contains("k")?);
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct MemStore {
     inner: Arc<Inner>,

@@ -43,9 +43,9 @@ pub enum Compression {
     /// LZ4 block compression (kept only when it saves at least 1/8 of the block): fast,
     /// modest ratio.
     Lz4,
-    /// Zstandard at level [`ZSTD_LEVEL`] (kept only when it saves at least 1/8 of the
-    /// block): a better ratio than LZ4 for more CPU. Tables written with it have format
-    /// version [`FORMAT_VERSION_ZSTD`].
+    /// Zstandard at level 3 (kept only when it saves at least 1/8 of the block): a better
+    /// ratio than LZ4 for more CPU. Tables written with it have table format version 2, which
+    /// builds that predate zstd refuse.
     Zstd,
 }
 

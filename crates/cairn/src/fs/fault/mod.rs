@@ -135,7 +135,15 @@ fn injected_error(operation: &'static str, path: &Path, kind: FaultKind) -> Erro
     Error::io(operation, path, kind.to_io_error())
 }
 
-/// The fault-injecting, power-loss-simulating wrapper (see the module doc).
+/// The fault-injecting, power-loss-simulating wrapper (see the module doc), for tests.
+///
+/// ```
+/// let file_system = cairn::FaultFs::new();
+/// let mut options = cairn::Options::default();
+/// options.file_system = std::sync::Arc::new(file_system.clone());
+/// cairn::Db::open("/db", options)?.put("k", "v")?;
+/// # Ok::<(), cairn::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct FaultFs {
     state: Arc<Mutex<State>>,
