@@ -50,6 +50,8 @@ struct OptionSet {
     level1_size_bytes_max: u64,
     level_size_ratio: u64,
     manifest_size_bytes_max: u64,
+    /// Membuffer on/off, its percent of the write buffer and its partitions.
+    membuffer: (bool, usize, usize),
 }
 
 impl OptionSet {
@@ -76,6 +78,11 @@ impl OptionSet {
             level1_size_bytes_max: defaults.level1_size_bytes_max,
             level_size_ratio: defaults.level_size_ratio,
             manifest_size_bytes_max: defaults.manifest_size_bytes_max,
+            membuffer: (
+                defaults.membuffer_enabled,
+                defaults.membuffer_percent,
+                defaults.membuffer_partitions,
+            ),
         }
     }
 
@@ -110,11 +117,16 @@ impl OptionSet {
             level1_size_bytes_max: 1 << rng.gen_range(10..20),
             level_size_ratio: rng.gen_range(2..=10),
             manifest_size_bytes_max: 1 << rng.gen_range(10..16),
+            membuffer: (
+                rng.gen_bool(0.5),
+                rng.gen_range(1..=50),
+                rng.gen_range(1..=32),
+            ),
         }
     }
 
     fn options(&self, file_system: Arc<dyn FileSystem>) -> Options {
-        Options {
+        let mut options = Options {
             file_system,
             wal_memory_mapped: self.wal_memory_mapped,
             write_buffer_size_bytes: self.write_buffer_size_bytes,
@@ -133,7 +145,13 @@ impl OptionSet {
             level_size_ratio: self.level_size_ratio,
             manifest_size_bytes_max: self.manifest_size_bytes_max,
             ..Options::default()
-        }
+        };
+        (
+            options.membuffer_enabled,
+            options.membuffer_percent,
+            options.membuffer_partitions,
+        ) = self.membuffer;
+        options
     }
 }
 

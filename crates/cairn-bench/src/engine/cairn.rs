@@ -14,9 +14,9 @@ pub struct CairnEngine {
     striped_read_modify_write: bool,
 }
 
-fn options(config: &EngineConfig) -> Options {
+fn options(config: &EngineConfig, name: &str) -> Options {
     let (l0_trigger, l0_slowdown, l0_stop) = config.level0_triggers;
-    Options {
+    let mut options = Options {
         write_buffer_size_bytes: config.write_buffer_size,
         max_immutable_memtables: config.max_immutable_memtables,
         wal_enabled: config.wal,
@@ -32,12 +32,24 @@ fn options(config: &EngineConfig) -> Options {
         level0_stop_trigger: l0_stop,
         level1_size_bytes_max: config.level1_size,
         ..Options::default()
+    };
+    options.membuffer_enabled = name != "cairn-nomembuffer";
+    #[cfg(feature = "flodb-variants")]
+    {
+        options.membuffer_simple_insert = name == "cairn-simpleinsert";
+        options.drop_sealed_memtables = config.drop_sealed;
     }
+    options
 }
 
 /// The option mapping printed at startup.
 pub fn mapping(config: &EngineConfig) -> Vec<String> {
-    let options = options(config);
+    mapping_for("cairn", config)
+}
+
+/// The option mapping of cairn engine variant `name`.
+pub fn mapping_for(name: &str, config: &EngineConfig) -> Vec<String> {
+    let options = options(config, name);
     vec![
         format!(
             "write_buffer_size_bytes={}",
@@ -65,13 +77,20 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
         ),
         "background: 1 flush thread + 1 compaction thread (fixed)".to_string(),
         format!("verify_checksums={}", options.verify_checksums),
+        format!(
+            "membuffer_enabled={} membuffer_percent={} membuffer_partitions={} drop_sealed={}",
+            options.membuffer_enabled,
+            options.membuffer_percent,
+            options.membuffer_partitions,
+            config.drop_sealed
+        ),
     ]
 }
 
 impl CairnEngine {
     /// Opens (creates) a database in `dir`.
-    pub fn open(dir: &Path, config: &EngineConfig) -> Result<Self> {
-        let db = Db::open(dir, options(config))?;
+    pub fn open(dir: &Path, config: &EngineConfig, name: &str) -> Result<Self> {
+        let db = Db::open(dir, options(config, name))?;
         Ok(CairnEngine {
             db,
             write_options: WriteOptions { sync: config.sync },

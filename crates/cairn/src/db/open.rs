@@ -73,8 +73,9 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
         &written,
     )?;
     debug_assert_eq!(log.first_sequence(), last_sequence + 1);
+    let counters = Counters::default();
     let super_version = SuperVersion {
-        memory: MemComponent::new(WriteBuffer::new(options.write_buffer_size_bytes, log)),
+        memory: MemComponent::new(WriteBuffer::for_options(&options, log, &counters.membuffer)),
         version: versions.current(),
         oldest_readable: last_sequence,
     };
@@ -101,7 +102,7 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
         has_sticky_error: AtomicBool::new(false),
         sticky_error: Mutex::new(None),
         snapshots: Arc::new(SnapshotList::default()),
-        counters: Counters::default(),
+        counters,
         pending_outputs: Mutex::new(HashSet::new()),
         compaction_lock: Mutex::new(()),
         options,
