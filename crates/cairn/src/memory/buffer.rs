@@ -235,10 +235,12 @@ impl WriteBuffer {
                 return None;
             }
         }
-        // The Membuffer first: a version drained meanwhile is in the memtable by then.
+        // The Membuffer first: a version drained meanwhile is in the memtable by then. Once
+        // gathered the buffer is quiet and drained (invariant 4): the memtable holds it all.
         let upper = self
             .membuffer
             .as_ref()
+            .filter(|_| self.sorted.get().is_none())
             .and_then(|membuffer| membuffer.get(key, sequence));
         newer(upper, self.memtable.get_entry(key, sequence))
     }
