@@ -77,6 +77,10 @@ pub struct Options {
     /// Key-range partitions of the Membuffer (fewer for small budgets: each gets at least
     /// 4 KiB). Default: 16. Between 1 and 1024.
     pub membuffer_partitions: usize,
+    /// Background threads per write buffer that drain Membuffer partitions once half full
+    /// (writers still drain a full partition themselves when no drainer has). 0: writers
+    /// only. Default: half the available cores, 1 to 4 (one on 2 cores).
+    pub membuffer_drainers: usize,
     /// Benchmark variant (feature `bench-variants`): drain with one skiplist insert per
     /// version instead of multi-insert.
     #[cfg(feature = "bench-variants")]
@@ -124,6 +128,9 @@ impl Default for Options {
             membuffer_enabled: true,
             membuffer_percent: 25,
             membuffer_partitions: 16,
+            membuffer_drainers: std::thread::available_parallelism()
+                .map_or(1, |cores| cores.get() / 2)
+                .clamp(1, 4),
             #[cfg(feature = "bench-variants")]
             membuffer_simple_insert: false,
             #[cfg(feature = "bench-variants")]
@@ -167,6 +174,10 @@ impl Options {
         check(
             (1..=50).contains(&self.membuffer_percent),
             "membuffer_percent must be between 1 and 50",
+        )?;
+        check(
+            self.membuffer_drainers <= 64,
+            "membuffer_drainers must be at most 64",
         )?;
         check(
             (1..=1024).contains(&self.membuffer_partitions),

@@ -50,8 +50,8 @@ struct OptionSet {
     level1_size_bytes_max: u64,
     level_size_ratio: u64,
     manifest_size_bytes_max: u64,
-    /// Membuffer on/off, its percent of the write buffer and its partitions.
-    membuffer: (bool, usize, usize),
+    /// Membuffer on/off, its percent of the write buffer, its partitions and drainers.
+    membuffer: (bool, usize, usize, usize),
 }
 
 impl OptionSet {
@@ -82,6 +82,7 @@ impl OptionSet {
                 defaults.membuffer_enabled,
                 defaults.membuffer_percent,
                 defaults.membuffer_partitions,
+                defaults.membuffer_drainers,
             ),
         }
     }
@@ -121,6 +122,7 @@ impl OptionSet {
                 rng.gen_bool(0.5),
                 rng.gen_range(1..=50),
                 rng.gen_range(1..=32),
+                rng.gen_range(0..=2),
             ),
         }
     }
@@ -150,6 +152,7 @@ impl OptionSet {
             options.membuffer_enabled,
             options.membuffer_percent,
             options.membuffer_partitions,
+            options.membuffer_drainers,
         ) = self.membuffer;
         options
     }

@@ -15,9 +15,11 @@
 //! the write buffer, so a drained table is retained (and counted in `memory_bytes`).
 //!
 //! Write (`insert`): pick the partition; load its current table; `enter` (fails only if a
-//! drainer sealed it, then reload); insert; `exit`. A full table: the writer drains the
-//! partition itself if nobody else is (`try_lock` of the partition's drain lock; time counted
-//! in stats) and retries once, else the version goes to the memtable directly.
+//! drainer sealed it, then reload); insert; `exit`; the insert that takes a table past half
+//! full unparks the drainer threads (`drainer`), which drain every half-full partition
+//! whose drain lock is free. A full table: the writer drains the partition itself if nobody
+//! else is (`try_lock` of the partition's drain lock; time counted in stats) and retries
+//! once, else the version goes to the memtable directly.
 //!
 //! Drain (one thread per partition at a time, holding its drain lock): publish the current
 //! table as `draining`, install a fresh current table, seal the old one and wait for the
@@ -48,6 +50,7 @@
 //!    as the Membuffer.
 
 mod boundaries;
+mod drainer;
 mod record;
 mod table;
 
@@ -75,6 +78,8 @@ pub(crate) struct MembufferConfig {
     pub sample_keys: usize,
     /// Multi-insert drains (false: one insert per version, the benchmark's variant).
     pub multi_insert: bool,
+    /// Background drainer threads (0: writers drain full partitions themselves).
+    pub drainers: usize,
     /// Where the counters go.
     pub counters: Arc<MembufferCounters>,
 }
@@ -105,6 +110,10 @@ pub(crate) struct Membuffer {
     retained: Mutex<Vec<Box<Table>>>,
     /// Bytes of drained tables (kept for readers, counted against the write buffer).
     drained_bytes: AtomicUsize,
+    /// The drainer threads, unparked when a table passes half full.
+    drainers: Mutex<Vec<std::thread::Thread>>,
+    /// Set when the buffer is sealed: drainers exit.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Membuffer {
@@ -133,7 +142,65 @@ impl Membuffer {
             layout: OnceLock::new(),
             retained: Mutex::new(Vec::new()),
             drained_bytes: AtomicUsize::new(0),
+            drainers: Mutex::new(Vec::new()),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// A shared Membuffer with its drainer threads (`config.drainers`) over `memtable`.
+    pub(crate) fn start(config: MembufferConfig, memtable: &Arc<Memtable>) -> Arc<Membuffer> {
+        let drainers = config.drainers;
+        let membuffer = Arc::new(Membuffer::new(config));
+        if drainers > 0 {
+            let _ = drainer::start(&membuffer, memtable, drainers);
+        }
+        membuffer
+    }
+
+    fn register_drainer(&self, thread: std::thread::Thread) {
+        self.drainers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(thread);
+    }
+
+    /// Stops the drainers (the buffer was sealed: the flush drains what is left).
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.wake_drainers();
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    fn wake_drainers(&self) {
+        let drainers = self
+            .drainers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for thread in drainers.iter() {
+            thread.unpark();
+        }
+    }
+
+    /// Drains every partition whose current table is at least half full and whose drain lock
+    /// is free; true if it drained any (a drainer's round).
+    fn drain_wanted(&self, memtable: &Memtable) -> bool {
+        let Some(layout) = self.layout.get() else {
+            return false;
+        };
+        let mut worked = false;
+        for partition in &layout.partitions {
+            if !Self::table(&partition.current).is_some_and(Table::wants_drain) {
+                continue;
+            }
+            if let Ok(_guard) = partition.drain_lock.try_lock() {
+                self.drain_locked(partition, layout.partitions.len(), memtable);
+                worked = true;
+            }
+        }
+        worked
     }
 
     /// Bytes the write buffer must count for the Membuffer: its whole budget (the current
@@ -231,6 +298,9 @@ impl Membuffer {
             match put {
                 Put::Done => {
                     self.config.counters.writes.add(1);
+                    if self.config.drainers > 0 && table.take_drain_request() {
+                        self.wake_drainers();
+                    }
                     return true;
                 }
                 Put::Full if !drained => {

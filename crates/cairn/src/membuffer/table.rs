@@ -56,6 +56,8 @@ pub(super) struct Table {
     keys: AtomicUsize,
     record_count: AtomicUsize,
     writers: AtomicU64,
+    /// Set once the table passed half full and a drainer was told.
+    drain_requested: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Table {
@@ -81,7 +83,21 @@ impl Table {
             keys: AtomicUsize::new(0),
             record_count: AtomicUsize::new(0),
             writers: AtomicU64::new(0),
+            drain_requested: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether the table is at least half full (of bytes or keys): a drainer should take it.
+    pub(super) fn wants_drain(&self) -> bool {
+        self.arena.published_bytes().saturating_mul(2) >= self.byte_limit
+            || self.keys.load(Ordering::Relaxed).saturating_mul(2) >= self.key_limit
+    }
+
+    /// True exactly once, for the first caller after the table passed half full.
+    pub(super) fn take_drain_request(&self) -> bool {
+        !self.drain_requested.load(Ordering::Relaxed)
+            && self.wants_drain()
+            && !self.drain_requested.swap(true, Ordering::Relaxed)
     }
 
     /// Bytes the table holds: its arena and its slots.

@@ -8,12 +8,13 @@ use crate::stats::MembufferCounters;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-fn config(budget_bytes: usize, multi_insert: bool) -> MembufferConfig {
+fn config(budget_bytes: usize, multi_insert: bool, drainers: usize) -> MembufferConfig {
     MembufferConfig {
         budget_bytes,
         partitions: 4,
         sample_keys: 16,
         multi_insert,
+        drainers,
         counters: Arc::new(MembufferCounters::default()),
     }
 }
@@ -36,9 +37,9 @@ fn read(
 /// drained and every version is in the memtable.
 #[test]
 fn versions_survive_drains_under_concurrent_writes() {
-    for multi_insert in [true, false] {
-        let membuffer = Arc::new(Membuffer::new(config(16 << 10, multi_insert)));
+    for (multi_insert, drainers) in [(true, 0), (false, 0), (true, 1), (true, 2)] {
         let memtable = Arc::new(Memtable::with_capacity(1 << 20));
+        let membuffer = Membuffer::start(config(16 << 10, multi_insert, drainers), &memtable);
         let clock = Arc::new(AtomicU64::new(1));
         // Per key (0..64), the last sequence whose insert completed.
         let completed: Arc<Vec<AtomicU64>> = Arc::new((0..64).map(|_| AtomicU64::new(0)).collect());
@@ -96,6 +97,7 @@ fn versions_survive_drains_under_concurrent_writes() {
         }
         stop.store(true, Ordering::SeqCst);
         reader.join().expect("reader");
+        membuffer.stop();
         membuffer.drain_all(&memtable);
         assert_eq!(membuffer.undrained(), 0);
         assert_eq!(memtable.len(), 6000);

@@ -48,7 +48,7 @@ pub struct WriteHint<'a>(InsertHint<'a>);
 pub struct WriteBuffer {
     memtable: Arc<Memtable>,
     /// The upper level, if on (see the module documentation).
-    membuffer: Option<Membuffer>,
+    membuffer: Option<Arc<Membuffer>>,
     log: Arc<Log>,
     /// Set by the one writer that seals this buffer when it is full.
     switch_claimed: AtomicBool,
@@ -85,9 +85,10 @@ impl WriteBuffer {
             - membuffer
                 .as_ref()
                 .map_or(0, |config| config.budget_bytes.min(capacity_bytes / 2));
+        let memtable = Arc::new(sized_memtable(memtable_bytes));
         WriteBuffer {
-            memtable: Arc::new(sized_memtable(memtable_bytes)),
-            membuffer: membuffer.map(Membuffer::new),
+            membuffer: membuffer.map(|config| Membuffer::start(config, &memtable)),
+            memtable,
             log: Arc::new(log),
             switch_claimed: AtomicBool::new(false),
             last_sequence: OnceLock::new(),
@@ -116,6 +117,7 @@ impl WriteBuffer {
                 multi_insert: !options.membuffer_simple_insert,
                 #[cfg(not(feature = "bench-variants"))]
                 multi_insert: true,
+                drainers: options.membuffer_drainers,
                 counters: Arc::clone(counters),
             }
         });
@@ -139,7 +141,9 @@ impl WriteBuffer {
 
     /// Versions still in the Membuffer.
     pub fn undrained(&self) -> usize {
-        self.membuffer.as_ref().map_or(0, Membuffer::undrained)
+        self.membuffer
+            .as_ref()
+            .map_or(0, |membuffer| membuffer.undrained())
     }
 
     /// Whether nothing was inserted yet.
@@ -154,7 +158,9 @@ impl WriteBuffer {
     }
 
     fn membuffer_bytes(&self) -> usize {
-        self.membuffer.as_ref().map_or(0, Membuffer::memory_bytes)
+        self.membuffer
+            .as_ref()
+            .map_or(0, |membuffer| membuffer.memory_bytes())
     }
 
     /// Whether the buffer holds `limit_bytes` or more and should be sealed.
@@ -180,6 +186,10 @@ impl WriteBuffer {
     /// sequence (invariant 1); returns the first sequence of the next buffer.
     pub fn seal(&self) -> SequenceNumber {
         let next_sequence = self.log.seal();
+        if let Some(membuffer) = &self.membuffer {
+            // Nothing more comes in: the flush's gathering drains what is left.
+            membuffer.stop();
+        }
         debug_assert!(next_sequence >= self.log.first_sequence());
         let _ = self.last_sequence.set(next_sequence - 1);
         next_sequence
