@@ -577,7 +577,7 @@ impl Worker<'_> {
 
 fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     let fs = MemFs::new();
-    let options = Options {
+    let mut options = Options {
         file_system: Arc::new(fs),
         write_buffer_size_bytes: 4096,
         max_immutable_memtables: 2,
@@ -590,6 +590,8 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
         level_count: 4,
         ..Options::default()
     };
+    // A tiny Membuffer (1 KiB) over the tiny memtable: it fills and drains constantly.
+    options.membuffer_enabled = true;
     let db = Db::open("/history", options).unwrap();
     let clock = AtomicU64::new(0);
     let stop = AtomicBool::new(false);

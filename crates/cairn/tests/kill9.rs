@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 const WRITERS: u64 = 2;
 
 fn options() -> Options {
-    Options {
+    let mut options = Options {
         write_buffer_size_bytes: 64 * 1024,
         block_size_bytes: 1024,
         target_file_size_bytes: 128 * 1024,
@@ -52,7 +52,10 @@ fn options() -> Options {
         // `CAIRN_KILL9_WAL_WRITE=1` appends the WAL with write(2) instead of a mapping.
         wal_memory_mapped: std::env::var_os("CAIRN_KILL9_WAL_WRITE").is_none(),
         ..Options::default()
-    }
+    };
+    // A 16 KiB Membuffer over the small memtable: it fills and drains constantly.
+    options.membuffer_enabled = true;
+    options
 }
 
 fn data_key(writer: u64, counter: u64) -> Vec<u8> {

@@ -181,7 +181,7 @@ fn run(ops: &[Op], make_options: &dyn Fn(&FaultFs) -> Options) -> Result<(), Str
 }
 
 fn tiny_options(fs: &FaultFs) -> Options {
-    Options {
+    let mut options = Options {
         file_system: Arc::new(fs.clone()),
         write_buffer_size_bytes: 1024,
         max_immutable_memtables: 2,
@@ -197,7 +197,10 @@ fn tiny_options(fs: &FaultFs) -> Options {
         manifest_size_bytes_max: 4096,
         block_cache_size_bytes: 16 * 1024,
         ..Options::default()
-    }
+    };
+    // A tiny Membuffer (256 bytes) over the tiny memtable: it fills and drains constantly.
+    options.membuffer_enabled = true;
+    options
 }
 
 fn default_options(fs: &FaultFs) -> Options {

@@ -33,7 +33,11 @@ fn options(config: &EngineConfig, name: &str) -> Options {
         level1_size_bytes_max: config.level1_size,
         ..Options::default()
     };
-    options.membuffer_enabled = name != "cairn-nomembuffer";
+    match name {
+        "cairn-nomembuffer" => options.membuffer_enabled = false,
+        "cairn-membuffer" | "cairn-simpleinsert" => options.membuffer_enabled = true,
+        _ => {}
+    }
     #[cfg(feature = "flodb-variants")]
     {
         options.membuffer_simple_insert = name == "cairn-simpleinsert";

@@ -149,7 +149,12 @@ pub trait Engine: Send + Sync {
 
 /// Engines this binary was built with.
 pub fn available() -> Vec<&'static str> {
-    let mut names = vec!["cairn", "cairn-striped", "cairn-nomembuffer"];
+    let mut names = vec![
+        "cairn",
+        "cairn-striped",
+        "cairn-membuffer",
+        "cairn-nomembuffer",
+    ];
     if cfg!(feature = "flodb-variants") {
         names.push("cairn-simpleinsert");
     }
@@ -166,7 +171,7 @@ pub fn available() -> Vec<&'static str> {
 /// Checks that `name` is an engine this binary can open.
 pub fn check_name(name: &str) -> Result<()> {
     match name {
-        "cairn" | "cairn-striped" | "cairn-nomembuffer" => Ok(()),
+        "cairn" | "cairn-striped" | "cairn-membuffer" | "cairn-nomembuffer" => Ok(()),
         "cairn-simpleinsert" if cfg!(feature = "flodb-variants") => Ok(()),
         "cairn-simpleinsert" => Err(BenchError::new(
             "engine `cairn-simpleinsert` was not compiled in: rebuild with `--features flodb-variants`"
@@ -198,14 +203,16 @@ pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
             );
             lines
         }
-        "cairn-nomembuffer" | "cairn-simpleinsert" => {
+        "cairn-membuffer" | "cairn-nomembuffer" | "cairn-simpleinsert" => {
             let mut lines = cairn::mapping_for(name, config);
-            lines.push(if name == "cairn-nomembuffer" {
-                "memory component: memtable only (Membuffer off)".to_string()
-            } else {
-                "memory component: Membuffer drained by single inserts (no multi-insert)"
-                    .to_string()
-            });
+            lines.push(
+                match name {
+                    "cairn-nomembuffer" => "memory component: memtable only (Membuffer off)",
+                    "cairn-membuffer" => "memory component: Membuffer on, multi-insert drains",
+                    _ => "memory component: Membuffer drained by single inserts (no multi-insert)",
+                }
+                .to_string(),
+            );
             lines
         }
         "memstore" => memstore::mapping(config),

@@ -60,7 +60,7 @@ pub fn env_or<T: FromStr>(name: &str, default: T) -> T {
 /// A small LSM shape that flushes, compacts and rolls the MANIFEST over after a few KiB of
 /// writes, so short workloads reach every code path.
 pub fn small_lsm_options(file_system: Arc<dyn FileSystem>) -> Options {
-    Options {
+    let mut options = Options {
         file_system,
         write_buffer_size_bytes: 2048,
         max_immutable_memtables: 2,
@@ -70,7 +70,10 @@ pub fn small_lsm_options(file_system: Arc<dyn FileSystem>) -> Options {
         level0_compaction_trigger: 2,
         manifest_size_bytes_max: 1024,
         ..Options::default()
-    }
+    };
+    // A tiny Membuffer over the tiny memtable: it fills and drains constantly.
+    options.membuffer_enabled = true;
+    options
 }
 
 /// A fresh directory under the system temporary directory, removed (best effort) on drop.
