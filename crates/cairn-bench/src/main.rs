@@ -120,6 +120,13 @@ struct Args {
     /// see bench/README.md).
     #[arg(long = "memstore_capacity", default_value_t = 0)]
     memstore_capacity: usize,
+    /// cairn engines, build feature `flodb-variants` only: drop sealed memtables instead of
+    /// flushing them, so a fill measures the memory component alone (FloDB Fig. 17). The
+    /// counters report the Membuffer's share (`membuffer_writes` vs
+    /// `membuffer_direct_writes`) and what was left undrained (`membuffer_undrained_at_drop`).
+    #[arg(long = "drop_sealed", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
+    drop_sealed: bool,
     /// Run each measured phase this many seconds instead of a count (0: use counts).
     #[arg(long, default_value_t = 0.0)]
     duration: f64,
@@ -441,7 +448,13 @@ fn run(args: Args) -> Result<()> {
         memstore_capacity,
         compression: args.compression_type,
         shape: shape_config(&args)?,
+        drop_sealed: args.drop_sealed,
     };
+    if args.drop_sealed && !cfg!(feature = "flodb-variants") {
+        return Err(BenchError::new(
+            "--drop_sealed needs a build with `--features flodb-variants`".to_string(),
+        ));
+    }
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let date = report::utc_now();
@@ -701,6 +714,7 @@ mod tests {
             memstore_capacity: 64 << 20,
             compression: ::cairn::Compression::Zstd,
             shape: ShapeConfig::default(),
+            drop_sealed: false,
         }
     }
 

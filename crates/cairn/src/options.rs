@@ -110,6 +110,34 @@ pub struct Options {
     /// newest value (for instance to expire keys); see [`crate::CompactionFilter`].
     /// Default: none.
     pub compaction_filter: Option<Arc<dyn crate::compaction::CompactionFilter>>,
+    /// The Membuffer (`FloDB`'s upper memory level): writes go to bounded hash tables
+    /// partitioned by key range, which are drained into the memtable in sorted batches; a
+    /// write whose partition is full (and being drained) goes to the memtable directly. Off:
+    /// a single-level memtable. Default: off — fills measure about twice as fast with it,
+    /// but drained tables stay allocated (and counted against `write_buffer_size_bytes`)
+    /// until their buffer is flushed, so buffers flush smaller and more often, and random
+    /// reads after a fill measured slower.
+    pub membuffer_enabled: bool,
+    /// Percent of `write_buffer_size_bytes` given to the Membuffer; the memtable gets the
+    /// rest. Default: 25 (`FloDB`'s one quarter). Between 1 and 50.
+    pub membuffer_percent: usize,
+    /// Key-range partitions of the Membuffer (fewer for small budgets: each gets at least
+    /// 4 KiB). Default: 16. Between 1 and 1024.
+    pub membuffer_partitions: usize,
+    /// Background threads per write buffer that drain Membuffer partitions once half full
+    /// (writers still drain a full partition themselves when no drainer has). 0: writers
+    /// only. Default: half the available cores, 1 to 4 (one on 2 cores).
+    pub membuffer_drainers: usize,
+    /// Benchmark variant (feature `bench-variants`): drain with one skiplist insert per
+    /// version instead of multi-insert.
+    #[cfg(feature = "bench-variants")]
+    #[doc(hidden)]
+    pub membuffer_simple_insert: bool,
+    /// Benchmark variant (feature `bench-variants`): drop sealed write buffers instead of
+    /// flushing them (their writes are lost: measures the memory component alone).
+    #[cfg(feature = "bench-variants")]
+    #[doc(hidden)]
+    pub drop_sealed_memtables: bool,
     /// Test-only: the largest WAL record payload, [`crate::wal::RECORD_PAYLOAD_BYTES_MAX`]
     /// unless lowered. Writers refuse larger batches and recovery reads with the same limit,
     /// so a test reaches the limit with kilobytes instead of a gigabyte.
@@ -152,6 +180,16 @@ impl Default for Options {
             manifest_size_bytes_max: 64 * 1024 * 1024,
             verify_checksums: true,
             compaction_filter: None,
+            membuffer_enabled: false,
+            membuffer_percent: 25,
+            membuffer_partitions: 16,
+            membuffer_drainers: std::thread::available_parallelism()
+                .map_or(1, |cores| cores.get() / 2)
+                .clamp(1, 4),
+            #[cfg(feature = "bench-variants")]
+            membuffer_simple_insert: false,
+            #[cfg(feature = "bench-variants")]
+            drop_sealed_memtables: false,
             #[cfg(feature = "testing")]
             wal_record_payload_bytes_max: crate::wal::RECORD_PAYLOAD_BYTES_MAX,
         }
@@ -200,6 +238,18 @@ impl Options {
         check(
             self.write_buffer_size_bytes >= 1024,
             "write_buffer_size_bytes must be at least 1024",
+        )?;
+        check(
+            (1..=50).contains(&self.membuffer_percent),
+            "membuffer_percent must be between 1 and 50",
+        )?;
+        check(
+            self.membuffer_drainers <= 64,
+            "membuffer_drainers must be at most 64",
+        )?;
+        check(
+            (1..=1024).contains(&self.membuffer_partitions),
+            "membuffer_partitions must be between 1 and 1024",
         )?;
         check(
             self.max_immutable_memtables >= 1,

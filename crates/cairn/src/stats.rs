@@ -72,6 +72,34 @@ pub struct Counters {
     pub wal_recovery_dropped_bytes: StripedCounter,
     /// Bytes written into each level by flushes and compactions (32 levels at most).
     pub level_write_bytes: [AtomicU64; 32],
+    /// The Membuffer's counters, shared with every write buffer.
+    pub membuffer: std::sync::Arc<MembufferCounters>,
+}
+
+/// Counters of the Membuffer (the hash-table level of the memory component), kept apart so
+/// every write buffer can hold them.
+#[derive(Debug, Default)]
+pub struct MembufferCounters {
+    /// Versions written into the Membuffer.
+    pub writes: StripedCounter,
+    /// Versions written to the memtable directly (Membuffer off for the key, or partition
+    /// full and being drained by another thread).
+    pub direct_writes: StripedCounter,
+    /// Partitions drained into the memtable.
+    pub drains: StripedCounter,
+    /// Versions moved into the memtable by drains.
+    pub drained_versions: StripedCounter,
+    /// Drains a writer ran itself because its partition was full.
+    pub writer_drains: StripedCounter,
+    /// Microseconds writers spent draining.
+    pub writer_drain_micros: StripedCounter,
+    /// Drains a scan ran (draining before iterating).
+    pub scan_drains: StripedCounter,
+    /// Partition drains a scan skipped because a drain that started after it had finished.
+    pub scan_piggybacks: StripedCounter,
+    /// Versions still in a Membuffer when its sealed buffer was dropped unflushed (the
+    /// benchmark's memory-only variant).
+    pub undrained_at_drop: StripedCounter,
 }
 
 impl Counters {
@@ -261,6 +289,33 @@ impl Counters {
             (
                 "wal_recovery_dropped_bytes",
                 load(&self.wal_recovery_dropped_bytes),
+            ),
+            ("membuffer_writes", load(&self.membuffer.writes)),
+            (
+                "membuffer_direct_writes",
+                load(&self.membuffer.direct_writes),
+            ),
+            ("membuffer_drains", load(&self.membuffer.drains)),
+            (
+                "membuffer_drained_versions",
+                load(&self.membuffer.drained_versions),
+            ),
+            (
+                "membuffer_writer_drains",
+                load(&self.membuffer.writer_drains),
+            ),
+            (
+                "membuffer_writer_drain_micros",
+                load(&self.membuffer.writer_drain_micros),
+            ),
+            ("membuffer_scan_drains", load(&self.membuffer.scan_drains)),
+            (
+                "membuffer_scan_piggybacks",
+                load(&self.membuffer.scan_piggybacks),
+            ),
+            (
+                "membuffer_undrained_at_drop",
+                load(&self.membuffer.undrained_at_drop),
             ),
         ]
     }

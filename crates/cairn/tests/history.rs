@@ -592,6 +592,8 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     options.level0_slowdown_trigger = 6;
     options.level0_stop_trigger = 12;
     options.level_count = 4;
+    // A tiny Membuffer (1 KiB) over the tiny memtable: it fills and drains constantly.
+    options.membuffer_enabled = true;
     let options = common::shaped(options);
     let db = Db::open("/history", options).unwrap();
     let clock = AtomicU64::new(0);

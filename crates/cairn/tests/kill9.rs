@@ -50,6 +50,8 @@ fn options() -> Options {
     options.manifest_size_bytes_max = 16 * 1024;
     // `CAIRN_KILL9_WAL_WRITE=1` appends the WAL with write(2) instead of a mapping.
     options.wal_memory_mapped = std::env::var_os("CAIRN_KILL9_WAL_WRITE").is_none();
+    // A 16 KiB Membuffer over the small memtable: it fills and drains constantly.
+    options.membuffer_enabled = true;
     options
 }
 

@@ -55,6 +55,8 @@ struct OptionSet {
     merge_fraction: f64,
     compaction_threads: usize,
     bloom_allocation: BloomAllocation,
+    /// Membuffer on/off, its percent of the write buffer, its partitions and drainers.
+    membuffer: (bool, usize, usize, usize),
 }
 
 impl OptionSet {
@@ -86,6 +88,12 @@ impl OptionSet {
             merge_fraction: defaults.merge_fraction,
             compaction_threads: defaults.compaction_threads,
             bloom_allocation: defaults.bloom_allocation,
+            membuffer: (
+                defaults.membuffer_enabled,
+                defaults.membuffer_percent,
+                defaults.membuffer_partitions,
+                defaults.membuffer_drainers,
+            ),
         }
     }
 
@@ -136,6 +144,12 @@ impl OptionSet {
             } else {
                 BloomAllocation::Uniform
             },
+            membuffer: (
+                rng.gen_bool(0.5),
+                rng.gen_range(1..=50),
+                rng.gen_range(1..=32),
+                rng.gen_range(0..=2),
+            ),
         }
     }
 
@@ -163,6 +177,12 @@ impl OptionSet {
         options.merge_fraction = self.merge_fraction;
         options.compaction_threads = self.compaction_threads;
         options.bloom_allocation = self.bloom_allocation;
+        (
+            options.membuffer_enabled,
+            options.membuffer_percent,
+            options.membuffer_partitions,
+            options.membuffer_drainers,
+        ) = self.membuffer;
         options
     }
 }

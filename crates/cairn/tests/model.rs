@@ -192,6 +192,8 @@ fn tiny_options(fs: &FaultFs) -> Options {
     options.level_count = 4;
     options.manifest_size_bytes_max = 4096;
     options.block_cache_size_bytes = 16 * 1024;
+    // A tiny Membuffer (256 bytes) over the tiny memtable: it fills and drains constantly.
+    options.membuffer_enabled = true;
     common::shaped(options)
 }
 
@@ -266,4 +268,61 @@ fn model_default_options() {
 #[test]
 fn model_without_wal_with_lz4_and_no_bloom() {
     check_option_set("no-wal-lz4", &no_wal_lz4_options);
+}
+
+/// The tiny set with the single-level memory component (Membuffer off).
+fn tiny_without_membuffer_options(fs: &FaultFs) -> Options {
+    let mut options = tiny_options(fs);
+    options.membuffer_enabled = false;
+    options
+}
+
+/// The tiny set with half the write buffer in a Membuffer of several partitions: it fills
+/// and drains constantly, and writers find full partitions.
+fn tiny_half_membuffer_options(fs: &FaultFs) -> Options {
+    let mut options = tiny_options(fs);
+    options.write_buffer_size_bytes = 16 * 1024;
+    options.membuffer_percent = 50;
+    options.membuffer_partitions = 4;
+    options
+}
+
+#[test]
+fn model_tiny_without_membuffer() {
+    check_option_set("tiny-no-membuffer", &tiny_without_membuffer_options);
+}
+
+#[test]
+fn model_tiny_half_membuffer() {
+    check_option_set("tiny-half-membuffer", &tiny_half_membuffer_options);
+}
+
+/// The Membuffer option sets really exercise it: writes land in it, partitions drain (by
+/// writers and by scans), and every write reads back by point read and by scan.
+#[test]
+fn tiny_membuffer_takes_writes_and_drains() {
+    let fs = FaultFs::new();
+    let db = Db::open("/membuffer-counters", tiny_half_membuffer_options(&fs)).unwrap();
+    for round in 0..3u32 {
+        for key in 0..500u32 {
+            db.put(
+                format!("key{key:05}").as_bytes(),
+                format!("{round}").as_bytes(),
+            )
+            .unwrap();
+        }
+        let scanned = db
+            .range::<[u8], _>(..)
+            .unwrap()
+            .count();
+        assert_eq!(scanned, 500);
+    }
+    for key in 0..500u32 {
+        let value = db.get(format!("key{key:05}").as_bytes()).unwrap();
+        assert_eq!(value.as_deref(), Some(&b"2"[..]));
+    }
+    let stats = db.stats();
+    assert!(stats.counter("membuffer_writes") > 0, "{stats}");
+    assert!(stats.counter("membuffer_drains") > 0, "{stats}");
+    assert!(stats.counter("membuffer_scan_drains") > 0, "{stats}");
 }

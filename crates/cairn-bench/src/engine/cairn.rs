@@ -14,7 +14,7 @@ pub struct CairnEngine {
     striped_read_modify_write: bool,
 }
 
-fn options(config: &EngineConfig) -> Options {
+fn options(config: &EngineConfig, name: &str) -> Options {
     let (l0_trigger, l0_slowdown, l0_stop) = config.level0_triggers;
     let mut options = Options::default();
     options.write_buffer_size_bytes = config.write_buffer_size;
@@ -48,12 +48,27 @@ fn options(config: &EngineConfig) -> Options {
             level
         })
         .collect();
+    match name {
+        "cairn-nomembuffer" => options.membuffer_enabled = false,
+        "cairn-membuffer" | "cairn-simpleinsert" => options.membuffer_enabled = true,
+        _ => {}
+    }
+    #[cfg(feature = "flodb-variants")]
+    {
+        options.membuffer_simple_insert = name == "cairn-simpleinsert";
+        options.drop_sealed_memtables = config.drop_sealed;
+    }
     options
 }
 
 /// The option mapping printed at startup.
 pub fn mapping(config: &EngineConfig) -> Vec<String> {
-    let options = options(config);
+    mapping_for("cairn", config)
+}
+
+/// The option mapping of cairn engine variant `name`.
+pub fn mapping_for(name: &str, config: &EngineConfig) -> Vec<String> {
+    let options = options(config, name);
     vec![
         format!(
             "write_buffer_size_bytes={}",
@@ -96,13 +111,20 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
             options.flush_threads, options.compaction_threads
         ),
         format!("verify_checksums={}", options.verify_checksums),
+        format!(
+            "membuffer_enabled={} membuffer_percent={} membuffer_partitions={} drop_sealed={}",
+            options.membuffer_enabled,
+            options.membuffer_percent,
+            options.membuffer_partitions,
+            config.drop_sealed
+        ),
     ]
 }
 
 impl CairnEngine {
     /// Opens (creates) a database in `dir`.
-    pub fn open(dir: &Path, config: &EngineConfig) -> Result<Self> {
-        let db = Db::open(dir, options(config))?;
+    pub fn open(dir: &Path, config: &EngineConfig, name: &str) -> Result<Self> {
+        let db = Db::open(dir, options(config, name))?;
         Ok(CairnEngine {
             db,
             write_options: WriteOptions::with_sync(config.sync),

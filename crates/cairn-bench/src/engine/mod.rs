@@ -49,6 +49,9 @@ pub struct EngineConfig {
     pub compression: ::cairn::Compression,
     /// cairn's tree shape (fanout also maps onto RocksDB/LevelDB where they have it).
     pub shape: ShapeConfig,
+    /// cairn only, feature `flodb-variants`: drop sealed memtables instead of flushing them
+    /// (FloDB Fig. 17: the memory component alone).
+    pub drop_sealed: bool,
 }
 
 /// Reports carry the compression by name (`Compression` has no serde support).
@@ -205,7 +208,15 @@ pub trait Engine: Send + Sync {
 
 /// Engines this binary was built with.
 pub fn available() -> Vec<&'static str> {
-    let mut names = vec!["cairn", "cairn-striped"];
+    let mut names = vec![
+        "cairn",
+        "cairn-striped",
+        "cairn-membuffer",
+        "cairn-nomembuffer",
+    ];
+    if cfg!(feature = "flodb-variants") {
+        names.push("cairn-simpleinsert");
+    }
     names.extend(IN_MEMORY);
     if cfg!(feature = "rocksdb") {
         names.push("rocksdb");
@@ -219,7 +230,12 @@ pub fn available() -> Vec<&'static str> {
 /// Checks that `name` is an engine this binary can open.
 pub fn check_name(name: &str) -> Result<()> {
     match name {
-        "cairn" | "cairn-striped" => Ok(()),
+        "cairn" | "cairn-striped" | "cairn-membuffer" | "cairn-nomembuffer" => Ok(()),
+        "cairn-simpleinsert" if cfg!(feature = "flodb-variants") => Ok(()),
+        "cairn-simpleinsert" => Err(BenchError::new(
+            "engine `cairn-simpleinsert` was not compiled in: rebuild with `--features flodb-variants`"
+                .to_string(),
+        )),
         name if IN_MEMORY.contains(&name) => Ok(()),
         "rocksdb" if cfg!(feature = "rocksdb") => Ok(()),
         "leveldb" if cfg!(feature = "leveldb") => Ok(()),
@@ -243,6 +259,18 @@ pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
             lines.push(
                 "read-modify-write: get + put under a lock stripe (baseline), not Db::update"
                     .to_string(),
+            );
+            lines
+        }
+        "cairn-membuffer" | "cairn-nomembuffer" | "cairn-simpleinsert" => {
+            let mut lines = cairn::mapping_for(name, config);
+            lines.push(
+                match name {
+                    "cairn-nomembuffer" => "memory component: memtable only (Membuffer off)",
+                    "cairn-membuffer" => "memory component: Membuffer on, multi-insert drains",
+                    _ => "memory component: Membuffer drained by single inserts (no multi-insert)",
+                }
+                .to_string(),
             );
             lines
         }
@@ -279,7 +307,7 @@ pub fn open(name: &str, dir: &Path, config: &EngineConfig) -> Result<Box<dyn Eng
     if name == "leveldb" {
         return Ok(Box::new(leveldb::LevelEngine::open(dir, config)?));
     }
-    let mut engine = cairn::CairnEngine::open(dir, config)?;
+    let mut engine = cairn::CairnEngine::open(dir, config, name)?;
     if name == "cairn-striped" {
         engine.use_striped_read_modify_write();
     }

@@ -126,6 +126,10 @@ impl DbInner {
             "a sealed buffer without a last sequence"
         );
         self.wait_quiet(&oldest)?;
+        #[cfg(feature = "bench-variants")]
+        if self.options.drop_sealed_memtables {
+            return self.drop_sealed(&oldest);
+        }
         let snapshots = self.snapshots.sequences();
         let mut filter = VersionFilter::new(&snapshots, None);
         let mut input = oldest.gather_for_flush();
@@ -155,6 +159,24 @@ impl DbInner {
         Counters::add(&self.counters.flush_bytes, written);
         self.counters.add_level_write(0, written);
         self.delete_obsolete_files();
+        Ok(())
+    }
+
+    /// Benchmark variant: removes the sealed `buffer` from memory without writing it (its
+    /// writes are lost), counting the versions its Membuffer still held.
+    #[cfg(feature = "bench-variants")]
+    fn drop_sealed(&self, buffer: &Arc<WriteBuffer>) -> Result<()> {
+        Counters::add(
+            &self.counters.membuffer.undrained_at_drop,
+            buffer.undrained() as u64,
+        );
+        let edit = VersionEdit {
+            log_number: Some(buffer.wal_number() + 1),
+            last_sequence: Some(self.visible()),
+            ..VersionEdit::default()
+        };
+        self.apply_and_install(edit, Some(buffer))?;
+        buffer.log().retire();
         Ok(())
     }
 

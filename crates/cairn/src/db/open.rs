@@ -89,6 +89,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     let last_sequence = replay.last_sequence;
     let dropped = replay.dropped;
     let written = Arc::new(AtomicU64::new(last_sequence));
+    let counters = Counters::default();
     let active = if options.read_only {
         read_only_buffer(&replay, &options, &written)?
     } else {
@@ -108,7 +109,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
             &written,
         )?;
         debug_assert_eq!(log.first_sequence(), last_sequence + 1);
-        WriteBuffer::new(options.write_buffer_size_bytes, log)
+        WriteBuffer::for_options(&options, log, &counters.membuffer)
     };
     drop(replay);
     let super_version = SuperVersion {
@@ -138,7 +139,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
         has_sticky_error: AtomicBool::new(false),
         sticky_error: Mutex::new(None),
         snapshots: Arc::new(SnapshotList::default()),
-        counters: Counters::default(),
+        counters,
         pending_outputs: Mutex::new(HashSet::new()),
         compaction_lock: Mutex::new(()),
         switch_parker: crate::sync::Parker::default(),
@@ -178,7 +179,8 @@ fn read_only_buffer(
         None,
         Arc::clone(written),
     );
-    let buffer = WriteBuffer::new(options.write_buffer_size_bytes, log);
+    // No Membuffer: the replayed versions are inserted once and only read after.
+    let buffer = WriteBuffer::with_membuffer(options.write_buffer_size_bytes, log, None);
     let mut versions = replay.buffer.iter();
     versions.seek_to_first();
     while versions.valid() {

@@ -305,7 +305,11 @@ impl DbInner {
             Some(Arc::clone(buffer.log())),
             Arc::clone(&self.written),
         );
-        let fresh = Arc::new(WriteBuffer::new(self.options.write_buffer_size_bytes, log));
+        let fresh = Arc::new(WriteBuffer::for_options(
+            &self.options,
+            log,
+            &self.counters.membuffer,
+        ));
         self.install_switch(buffer, fresh);
         debug_assert!(!Arc::ptr_eq(
             self.super_version.load().memory.active(),

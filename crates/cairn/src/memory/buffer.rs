@@ -1,11 +1,18 @@
-//! `WriteBuffer`: one memtable with the WAL that logs it, the bookkeeping of its switch, and
-//! (once sealed and quiet) its key-ordered gathering and Bloom filter. Also `ReplayBuffer`,
-//! the WAL-less memtable recovery replays into.
+//! `WriteBuffer`: one two-level memory component — an optional `Membuffer` (hash tables of
+//! recent versions) over a memtable (the skiplist) — with the WAL that logs it, the
+//! bookkeeping of its switch, and (once sealed and quiet) its key-ordered gathering and Bloom
+//! filter. Also `ReplayBuffer`, the WAL-less memtable recovery replays into.
+//!
+//! Two levels: an insert goes to the Membuffer when it takes it, else to the memtable; a read
+//! asks the Membuffer, then the memtable, and keeps the newer version; an iterator drains the
+//! Membuffer into the memtable first; the gathering for flush drains it too (the buffer is
+//! quiet then, so the memtable ends up with every version below the buffer's last sequence).
 //!
 //! Thread-safety contract: a `WriteBuffer` is shared (`Arc`) by writers, readers and the
-//! flush thread. Inserts and reads are lock-free and may run concurrently (the memtable's
-//! contract); the `OnceLock`s are set at most once, by the one thread that seals the buffer
-//! (`seal`) or the flush thread (`gather`, `build_filter`).
+//! flush thread. Inserts and reads are lock-free and may run concurrently (the memtable's and
+//! the Membuffer's contracts; a draining writer or scan holds one partition's drain lock);
+//! the `OnceLock`s are set at most once, by the one thread that seals the buffer (`seal`) or
+//! the flush thread (`gather`, `build_filter`).
 //!
 //! Invariants:
 //! 1. `last_sequence` is set exactly when the log is sealed, to the last sequence the log
@@ -15,10 +22,13 @@
 //!    caller waited until `last_sequence` is inserted); the gathering holds every entry, and
 //!    the filter every user key.
 //! 3. `switch_claimed` goes from false to true once: exactly one thread seals the buffer.
+//! 4. Every version inserted is in the Membuffer or the memtable (never both); the
+//!    gathering is built only after the Membuffer was drained, so it holds every version.
 
 use crate::batch::WriteBatch;
 use crate::iter::InternalIterator;
-use crate::key::{SequenceNumber, ValueKind};
+use crate::key::{SequenceNumber, ValueKind, SEQUENCE_MAX};
+use crate::membuffer::{Membuffer, MembufferConfig};
 use crate::memtable::{InsertHint, Memtable, SortedNodes};
 use crate::sstable::{BloomFilter, BloomFilterBuilder};
 use crate::wal_writer::Log;
@@ -37,6 +47,8 @@ pub struct WriteHint<'a>(InsertHint<'a>);
 /// A memtable with the WAL that logs it and the bookkeeping of the writers inside it.
 pub struct WriteBuffer {
     memtable: Arc<Memtable>,
+    /// The upper level, if on (see the module documentation).
+    membuffer: Option<Arc<Membuffer>>,
     log: Arc<Log>,
     /// Set by the one writer that seals this buffer when it is full.
     switch_claimed: AtomicBool,
@@ -66,16 +78,54 @@ fn sized_memtable(capacity_bytes: usize) -> Memtable {
 }
 
 impl WriteBuffer {
-    /// An empty buffer for `capacity_bytes` of writes, logged by `log`.
-    pub fn new(capacity_bytes: usize, log: Log) -> Self {
+    /// An empty buffer for `capacity_bytes` of writes (the Membuffer's budget included),
+    /// logged by `log`, with a Membuffer if `membuffer` is given.
+    pub(crate) fn with_membuffer(
+        capacity_bytes: usize,
+        log: Log,
+        membuffer: Option<MembufferConfig>,
+    ) -> Self {
+        let memtable_bytes = capacity_bytes
+            - membuffer
+                .as_ref()
+                .map_or(0, |config| config.budget_bytes.min(capacity_bytes / 2));
+        let memtable = Arc::new(sized_memtable(memtable_bytes));
         WriteBuffer {
-            memtable: Arc::new(sized_memtable(capacity_bytes)),
+            membuffer: membuffer.map(|config| Membuffer::start(config, &memtable)),
+            memtable,
             log: Arc::new(log),
             switch_claimed: AtomicBool::new(false),
             last_sequence: OnceLock::new(),
             filter: OnceLock::new(),
             sorted: OnceLock::new(),
         }
+    }
+
+    /// An empty buffer sized and shaped by `options` (Membuffer on or off), logged by `log`.
+    pub(crate) fn for_options(
+        options: &crate::options::Options,
+        log: Log,
+        counters: &Arc<crate::stats::MembufferCounters>,
+    ) -> Self {
+        let capacity_bytes = options.write_buffer_size_bytes;
+        let config = options.membuffer_enabled.then(|| {
+            let budget_bytes = capacity_bytes / 100 * options.membuffer_percent;
+            MembufferConfig {
+                budget_bytes,
+                // Each partition's table gets at least 4 KiB.
+                partitions: options.membuffer_partitions.min(budget_bytes / 4096).max(1),
+                // Enough to place the boundaries; a small buffer samples fewer keys so
+                // its Membuffer takes writes too.
+                sample_keys: (budget_bytes / 4096).clamp(16, 1024),
+                #[cfg(feature = "bench-variants")]
+                multi_insert: !options.membuffer_simple_insert,
+                #[cfg(not(feature = "bench-variants"))]
+                multi_insert: true,
+                drainers: options.membuffer_drainers,
+                counters: Arc::clone(counters),
+            }
+        });
+        Self::with_membuffer(capacity_bytes, log, config)
     }
 
     /// The WAL of this buffer.
@@ -88,24 +138,45 @@ impl WriteBuffer {
         self.log.number()
     }
 
-    /// Entries inserted so far.
+    /// Entries inserted so far (both levels).
     pub fn len(&self) -> usize {
-        self.memtable.len()
+        self.memtable.len() + self.undrained()
+    }
+
+    /// Versions still in the Membuffer.
+    pub fn undrained(&self) -> usize {
+        self.membuffer
+            .as_ref()
+            .map_or(0, |membuffer| membuffer.undrained())
     }
 
     /// Whether nothing was inserted yet.
     pub fn is_empty(&self) -> bool {
-        self.memtable.is_empty()
+        self.len() == 0
     }
 
-    /// Bytes the buffer occupies (arena and index).
+    /// Bytes the buffer occupies (memtable arena, and the Membuffer's budget and drained
+    /// tables).
     pub fn memory_bytes(&self) -> usize {
-        self.memtable.memory_bytes()
+        self.memtable.memory_bytes() + self.membuffer_bytes()
+    }
+
+    fn membuffer_bytes(&self) -> usize {
+        self.membuffer
+            .as_ref()
+            .map_or(0, |membuffer| membuffer.memory_bytes())
     }
 
     /// Whether the buffer holds `limit_bytes` or more and should be sealed.
     pub fn is_full(&self, limit_bytes: usize) -> bool {
-        self.memtable.approximate_memory_bytes() >= limit_bytes
+        self.memtable.approximate_memory_bytes() + self.membuffer_bytes() >= limit_bytes
+    }
+
+    /// Moves every Membuffer version into the memtable (scans; the flush's gathering).
+    fn drain(&self) {
+        if let Some(membuffer) = &self.membuffer {
+            membuffer.drain_all(&self.memtable);
+        }
     }
 
     /// Claims the right to seal this buffer; true for exactly one caller (invariant 3).
@@ -119,6 +190,10 @@ impl WriteBuffer {
     /// sequence (invariant 1); returns the first sequence of the next buffer.
     pub fn seal(&self) -> SequenceNumber {
         let next_sequence = self.log.seal();
+        if let Some(membuffer) = &self.membuffer {
+            // Nothing more comes in: the flush's gathering drains what is left.
+            membuffer.stop();
+        }
         debug_assert!(next_sequence >= self.log.first_sequence());
         let _ = self.last_sequence.set(next_sequence - 1);
         next_sequence
@@ -140,7 +215,12 @@ impl WriteBuffer {
         let (mut puts, mut deletes) = (0, 0);
         for (sequence, entry) in (first..).zip(batch.iter()) {
             let (kind, key, value) = entry?;
-            self.memtable.insert(key, sequence, kind, value);
+            let taken = self.membuffer.as_ref().is_some_and(|membuffer| {
+                membuffer.insert(&self.memtable, key, sequence, kind, value)
+            });
+            if !taken {
+                self.memtable.insert(key, sequence, kind, value);
+            }
             match kind {
                 ValueKind::Put | ValueKind::PutWithExpiry => puts += 1,
                 ValueKind::Delete => deletes += 1,
@@ -169,17 +249,30 @@ impl WriteBuffer {
                 return None;
             }
         }
-        self.memtable.get_entry(key, sequence)
+        // The Membuffer first: a version drained meanwhile is in the memtable by then. Once
+        // gathered the buffer is quiet and drained (invariant 4): the memtable holds it all.
+        let upper = self
+            .membuffer
+            .as_ref()
+            .filter(|_| self.sorted.get().is_none())
+            .and_then(|membuffer| membuffer.get(key, sequence));
+        newer(upper, self.memtable.get_entry(key, sequence))
     }
 
     /// The newest version of `key` (any sequence) and a hint for inserting the next one.
     pub fn get_hinted<'a>(&'a self, key: &'a [u8]) -> (Option<MemoryEntry<'a>>, WriteHint<'a>) {
+        let upper = self
+            .membuffer
+            .as_ref()
+            .and_then(|membuffer| membuffer.get(key, SEQUENCE_MAX));
         let (entry, hint) = self.memtable.get_entry_hinted(key);
-        (entry, WriteHint(hint))
+        (newer(upper, entry), WriteHint(hint))
     }
 
-    /// A cursor over every version, kept valid by the memtable it holds.
+    /// A cursor over every version, kept valid by the memtable it holds. The Membuffer is
+    /// drained first, so the cursor sees every version whose insert completed before the call.
     pub fn iter(&self) -> impl InternalIterator + 'static {
+        self.drain();
         self.memtable.iter()
     }
 
@@ -216,6 +309,10 @@ impl WriteBuffer {
     /// The nodes in key order. A gathering that does not hold every entry is replaced (it
     /// cannot happen, but a flush that trusted one would lose writes).
     fn sorted_nodes(&self) -> Arc<SortedNodes> {
+        if self.sorted.get().is_none() {
+            // Invariant 4: the buffer is quiet, so after this the memtable holds everything.
+            self.drain();
+        }
         let sorted = self
             .sorted
             .get_or_init(|| Arc::new(self.memtable.sorted_nodes()));
@@ -255,6 +352,17 @@ impl WriteBuffer {
         if let Ok(filter) = BloomFilter::decode(builder.finish()) {
             let _ = self.filter.set(filter);
         }
+    }
+}
+
+/// The newer of two versions of one key (the two levels' answers).
+fn newer<'a>(
+    first: Option<MemoryEntry<'a>>,
+    second: Option<MemoryEntry<'a>>,
+) -> Option<MemoryEntry<'a>> {
+    match (first, second) {
+        (Some(first), Some(second)) => Some(if first.0 >= second.0 { first } else { second }),
+        (first, second) => first.or(second),
     }
 }
 

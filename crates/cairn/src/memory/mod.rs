@@ -1,5 +1,5 @@
-//! The memory component: the write buffers (memtables with their WALs) a database holds in
-//! memory, active and sealed. Everything outside this module and `memtable` reaches the
+//! The memory component: the write buffers (each a Membuffer over a memtable, with its WAL)
+//! a database holds in memory, active and sealed. Everything outside this module and `memtable` reaches the
 //! skiplist only through these types: inserts of a batch at a sequence, reads at a sequence,
 //! the hinted read and insert of read-modify-write, iterators, the seal, and the gathering a
 //! flush writes.
@@ -8,8 +8,9 @@
 //! `component` (an immutable value published through the super version).
 //!
 //! Invariants (each stated and checked in its submodule):
-//! 1. Only this module and `memtable` name the skiplist's types; callers see `WriteBuffer`,
-//!    `MemComponent`, `ReplayBuffer`, `WriteHint` and `MemoryEntry`.
+//! 1. Only this module, `membuffer` (which drains into it) and `memtable` name the
+//!    skiplist's types; callers see `WriteBuffer`, `MemComponent`, `ReplayBuffer`,
+//!    `WriteHint` and `MemoryEntry`.
 //! 2. Sealed buffers are ordered newest first with disjoint sequence ranges increasing toward
 //!    the active buffer (`component` invariant 1).
 //! 3. A buffer's gathering and Bloom filter are built only once it is sealed and quiet, and

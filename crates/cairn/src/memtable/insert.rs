@@ -130,7 +130,7 @@ impl Memtable {
     }
 
     /// Adds `version` to `key_node`'s chain at its place by trailer (invariant 2).
-    fn link_version(&self, key_node: *const Node, version: *mut Node) {
+    pub(super) fn link_version(&self, key_node: *const Node, version: *mut Node) {
         // SAFETY: `version` is ours and initialised; `key_node` is a published key node (it
         // has a chain head) and every node reached is published and alive as long as `self`.
         unsafe {
@@ -188,7 +188,7 @@ impl Memtable {
 
     /// Raises `max_height` to at least `height` (invariant 6: it only grows); returns the
     /// value it had.
-    fn raise_max_height(&self, height: usize) -> usize {
+    pub(super) fn raise_max_height(&self, height: usize) -> usize {
         let mut max_height = self.max_height.load(AtomicOrdering::Relaxed);
         while height > max_height {
             match self.max_height.compare_exchange_weak(
@@ -234,7 +234,7 @@ impl Memtable {
     /// Links `node` at each of its levels between `before` and `after`, bottom-up (invariant
     /// 4), re-searching a level whose compare-and-swap lost. Level 0 decides: once linked
     /// there the key is ours; before that, a key node of the same key found there is returned.
-    fn link_levels(
+    pub(super) fn link_levels(
         &self,
         node: *mut Node,
         user_key: &[u8],

@@ -48,6 +48,7 @@ mod insert;
 #[cfg(any(test, feature = "invariants"))]
 mod invariants;
 mod iter;
+mod multi;
 mod node;
 mod search;
 mod sorted;

@@ -128,6 +128,8 @@ pub fn small_lsm_options(file_system: Arc<dyn FileSystem>) -> Options {
     options.level1_size_bytes_max = 8192;
     options.level0_compaction_trigger = 2;
     options.manifest_size_bytes_max = 1024;
+    // A tiny Membuffer over the tiny memtable: it fills and drains constantly.
+    options.membuffer_enabled = true;
     shaped(options)
 }
 

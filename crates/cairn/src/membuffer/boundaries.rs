@@ -1,0 +1,128 @@
+//! Key-range partitioning of the Membuffer: the boundaries between partitions are quantiles of
+//! a sample of the keys actually written, so they split the keys in use whatever prefix they
+//! share (`FloDB` partitions by the key's leading bits, which puts every key with a common
+//! prefix — big-endian numbers, keys sharing a first byte — into one partition).
+//!
+//! Thread-safety contract: `Sampler::offer` may be called from many threads (a mutex guards
+//! the sample, taken only until the boundaries exist); `Boundaries` is immutable once built
+//! and shared read-only.
+//!
+//! Invariants:
+//! 1. Boundaries are strictly increasing; partition `i` holds the keys in
+//!    `[boundaries[i - 1], boundaries[i])` (open at both ends), so a key has one partition.
+//! 2. There are fewer boundaries than partitions requested.
+
+use std::sync::Mutex;
+
+/// The partition boundaries (invariant 1).
+#[derive(Debug)]
+pub(super) struct Boundaries(Vec<Vec<u8>>);
+
+impl Boundaries {
+    /// Boundaries splitting `sample` into at most `partitions` ranges of about equal count.
+    pub(super) fn from_sample(mut sample: Vec<Vec<u8>>, partitions: usize) -> Boundaries {
+        sample.sort_unstable();
+        sample.dedup();
+        let wanted = partitions.max(1);
+        let mut boundaries: Vec<Vec<u8>> = (1..wanted)
+            .filter_map(|part| sample.get(part * sample.len() / wanted).cloned())
+            .collect();
+        boundaries.dedup();
+        if cfg!(feature = "invariants") {
+            assert!(
+                boundaries.windows(2).all(|pair| pair.first() < pair.get(1)),
+                "partition boundaries not strictly increasing (invariant 1)"
+            );
+            assert!(boundaries.len() < wanted, "invariant 2");
+        }
+        Boundaries(boundaries)
+    }
+
+    /// The partition of `key` (invariant 1).
+    pub(super) fn partition_of(&self, key: &[u8]) -> usize {
+        self.0
+            .partition_point(|boundary| boundary.as_slice() <= key)
+    }
+
+    /// Number of partitions these boundaries make.
+    pub(super) fn partitions(&self) -> usize {
+        self.0.len() + 1
+    }
+}
+
+/// Collects the first keys written until there are enough to place the boundaries.
+#[derive(Debug)]
+pub(super) struct Sampler {
+    wanted: usize,
+    sample: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Sampler {
+    /// A sampler that wants `wanted` keys.
+    pub(super) fn new(wanted: usize) -> Sampler {
+        Sampler {
+            wanted: wanted.max(1),
+            sample: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Adds `key`; returns the whole sample once it has `wanted` keys (to exactly one caller).
+    pub(super) fn offer(&self, key: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let mut sample = self
+            .sample
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sample.len() >= self.wanted {
+            return None;
+        }
+        sample.push(key.to_vec());
+        (sample.len() == self.wanted).then(|| sample.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Boundaries;
+
+    fn spread(keys: impl Iterator<Item = Vec<u8>>, partitions: usize) -> Vec<usize> {
+        let keys: Vec<Vec<u8>> = keys.collect();
+        let boundaries = Boundaries::from_sample(keys.iter().take(1024).cloned().collect(), 16);
+        let mut counts = vec![0; partitions];
+        for key in &keys {
+            counts[boundaries.partition_of(key)] += 1;
+        }
+        counts
+    }
+
+    /// Bench keys (big-endian numbers with ~40 leading zero bits), keys sharing a first byte
+    /// and random bytes all spread over every partition (no partition holds over twice its
+    /// share).
+    #[test]
+    fn boundaries_split_keys_with_a_common_prefix() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let bench: Vec<Vec<u8>> = (0..20_000)
+            .map(|_| (next() % 5_000_000).to_be_bytes().to_vec())
+            .collect();
+        let shared: Vec<Vec<u8>> = (0..20_000)
+            .map(|_| {
+                let mut key = next().to_be_bytes().to_vec();
+                key[0] = b'k';
+                key
+            })
+            .collect();
+        let random: Vec<Vec<u8>> = (0..20_000).map(|_| next().to_le_bytes().to_vec()).collect();
+        for keys in [bench, shared, random] {
+            let counts = spread(keys.into_iter(), 16);
+            assert!(
+                counts.iter().all(|&count| count < 2 * 20_000 / 16),
+                "{counts:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,419 @@
+//! The Membuffer (`FloDB` §3–§4): the upper level of a write buffer's two-level memory
+//! component, a bounded concurrent hash table holding the versions of recently written keys,
+//! partitioned by key range and drained into the memtable (the skiplist) in sorted batches.
+//!
+//! Why: a put of a new key into the skiplist is a search, a chain of dependent cache misses
+//! that grows with the memtable. A put into the Membuffer is a hash probe; the skiplist work is
+//! done later by a drain, which inserts a whole partition — one key range — sorted, each
+//! search starting from the previous key's predecessors (`Memtable::insert_sorted`).
+//!
+//! Structure: `boundaries` (key ranges from a sample of the keys written: the first
+//! `sample_keys` writes of a buffer go to the memtable directly and are sampled), one
+//! `Partition` per range, each with a current `table::Table` (the generation writers insert
+//! into) and at most one draining table (sealed, being moved into the memtable). Tables are
+//! never freed before the Membuffer: lookups return borrows of their bytes that live as long as
+//! the write buffer, so a drained table is retained (and counted in `memory_bytes`).
+//!
+//! Write (`insert`): pick the partition; load its current table; `enter` (fails only if a
+//! drainer sealed it, then reload); insert; `exit`; the insert that takes a table past half
+//! full unparks the drainer threads (`drainer`), which drain every half-full partition
+//! whose drain lock is free. A full table: the writer drains the partition itself if nobody
+//! else is (`try_lock` of the partition's drain lock; time counted in stats) and retries
+//! once, else the version goes to the memtable directly.
+//!
+//! Drain (one thread per partition at a time, holding its drain lock): publish the current
+//! table as `draining`, install a fresh current table, seal the old one and wait for the
+//! writers inside to leave, gather and sort its versions, insert them into the memtable
+//! (multi-insert or, for the benchmark variant, one by one), then clear `draining`.
+//!
+//! Read (`get`): the current table, then the draining table, newest version at or below the
+//! read's sequence from either; the caller then asks the memtable and keeps the newer. By the
+//! drain's order (draining set before the swap, cleared after the memtable inserts; all
+//! `SeqCst`), a reader that misses a version in both tables finds it in the memtable.
+//!
+//! Scan (`drain_for_scan`): every partition with versions is drained before the memtable is
+//! iterated, so the iterator sees every version at or below its sequence. A scan piggybacks on
+//! a drain that swapped its partition after the scan began (that drain moved everything the
+//! scan needs). A drain moves at most one table's versions, so a scan finishes in bounded
+//! time however many writes continue: no retry loop, hence no fallback is ever taken.
+//!
+//! Thread-safety contract: `insert`, `get` and `drain_for_scan` run on any number of threads;
+//! readers never write shared memory; writers and readers never block (a writer may spin for
+//! a drainer's table swap, a few instructions). Drains of one partition are serialised by its
+//! drain lock.
+//!
+//! Invariants:
+//! 1. Every version inserted is, at any moment, in exactly one of: a partition's current
+//!    table, its draining table, or the memtable — and moves only in that order.
+//! 2. A partition's `draining` is non-null only while its drain lock is held.
+//! 3. Every table a partition ever pointed to is in `retained`, so pointers stay valid as long
+//!    as the Membuffer.
+
+mod boundaries;
+mod drainer;
+mod record;
+mod table;
+
+use crate::key::{SequenceNumber, ValueKind};
+use crate::memtable::Memtable;
+use crate::stats::MembufferCounters;
+use boundaries::{Boundaries, Sampler};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use table::{Put, Table};
+
+/// A version as a Membuffer lookup returns it: sequence, kind, value.
+pub(crate) type Entry<'a> = (SequenceNumber, ValueKind, &'a [u8]);
+
+/// How a Membuffer is sized and drained.
+#[derive(Debug, Clone)]
+pub(crate) struct MembufferConfig {
+    /// Bytes of records all current tables hold together (the Membuffer's share of the
+    /// write buffer).
+    pub budget_bytes: usize,
+    /// Partitions wanted (fewer if the sampled keys have fewer distinct values).
+    pub partitions: usize,
+    /// Writes sampled (and sent to the memtable) before the partition boundaries are set.
+    pub sample_keys: usize,
+    /// Multi-insert drains (false: one insert per version, the benchmark's variant).
+    pub multi_insert: bool,
+    /// Background drainer threads (0: writers drain full partitions themselves).
+    pub drainers: usize,
+    /// Where the counters go.
+    pub counters: Arc<MembufferCounters>,
+}
+
+/// One key range's tables (see the module documentation).
+struct Partition {
+    current: AtomicPtr<Table>,
+    draining: AtomicPtr<Table>,
+    drain_lock: Mutex<()>,
+    /// Table swaps so far: a scan that sees this grow past its start piggybacks.
+    swaps: AtomicU64,
+}
+
+/// The boundaries and their partitions, built once the sample is complete.
+struct Layout {
+    boundaries: Boundaries,
+    partitions: Box<[Partition]>,
+}
+
+/// See the module documentation.
+pub(crate) struct Membuffer {
+    config: MembufferConfig,
+    sampler: Sampler,
+    layout: OnceLock<Layout>,
+    /// Invariant 3: every table ever created, freed when the Membuffer drops.
+    // Boxed on purpose: partitions point at tables, which must not move when the Vec grows.
+    #[allow(clippy::vec_box)]
+    retained: Mutex<Vec<Box<Table>>>,
+    /// Bytes of drained tables (kept for readers, counted against the write buffer).
+    drained_bytes: AtomicUsize,
+    /// The drainer threads, unparked when a table passes half full.
+    drainers: Mutex<Vec<std::thread::Thread>>,
+    /// Set when the buffer is sealed: drainers exit.
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Membuffer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Membuffer")
+            .field("partitions", &self.layout.get().map(|l| l.partitions.len()))
+            .field("drained_bytes", &self.drained_bytes.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+// Raw table pointers point into `retained`'s boxes, which live as long as the Membuffer
+// (invariant 3); tables are Sync.
+// SAFETY: all shared state is atomics, mutexes, and tables whose own contract is thread-safe.
+unsafe impl Send for Membuffer {}
+// SAFETY: as above.
+unsafe impl Sync for Membuffer {}
+
+impl Membuffer {
+    /// An empty Membuffer; its partitions appear after `config.sample_keys` writes.
+    pub(crate) fn new(config: MembufferConfig) -> Membuffer {
+        Membuffer {
+            sampler: Sampler::new(config.sample_keys),
+            config,
+            layout: OnceLock::new(),
+            retained: Mutex::new(Vec::new()),
+            drained_bytes: AtomicUsize::new(0),
+            drainers: Mutex::new(Vec::new()),
+            stopped: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A shared Membuffer with its drainer threads (`config.drainers`) over `memtable`.
+    pub(crate) fn start(config: MembufferConfig, memtable: &Arc<Memtable>) -> Arc<Membuffer> {
+        let drainers = config.drainers;
+        let membuffer = Arc::new(Membuffer::new(config));
+        if drainers > 0 {
+            let _ = drainer::start(&membuffer, memtable, drainers);
+        }
+        membuffer
+    }
+
+    fn register_drainer(&self, thread: std::thread::Thread) {
+        self.drainers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(thread);
+    }
+
+    /// Stops the drainers (the buffer was sealed: the flush drains what is left).
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.wake_drainers();
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    fn wake_drainers(&self) {
+        let drainers = self
+            .drainers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for thread in drainers.iter() {
+            thread.unpark();
+        }
+    }
+
+    /// Drains every partition whose current table is at least half full and whose drain lock
+    /// is free; true if it drained any (a drainer's round).
+    fn drain_wanted(&self, memtable: &Memtable) -> bool {
+        let Some(layout) = self.layout.get() else {
+            return false;
+        };
+        let mut worked = false;
+        for partition in &layout.partitions {
+            if !Self::table(&partition.current).is_some_and(Table::wants_drain) {
+                continue;
+            }
+            if let Ok(_guard) = partition.drain_lock.try_lock() {
+                self.drain_locked(partition, layout.partitions.len(), memtable);
+                worked = true;
+            }
+        }
+        worked
+    }
+
+    /// Bytes the write buffer must count for the Membuffer: its whole budget (the current
+    /// tables may fill it at any time) plus the drained tables kept for readers.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.config
+            .budget_bytes
+            .saturating_add(self.drained_bytes.load(Ordering::Relaxed))
+    }
+
+    /// Versions not yet drained into the memtable (current and draining tables).
+    pub(crate) fn undrained(&self) -> usize {
+        self.layout.get().map_or(0, |layout| {
+            layout
+                .partitions
+                .iter()
+                .map(|partition| {
+                    Self::table(&partition.current).map_or(0, Table::len)
+                        + Self::table(&partition.draining).map_or(0, Table::len)
+                })
+                .sum()
+        })
+    }
+
+    /// The table a partition pointer names, if any.
+    fn table(pointer: &AtomicPtr<Table>) -> Option<&Table> {
+        // SAFETY: a non-null table pointer names a box in `retained` (invariant 3), alive as
+        // long as the Membuffer that owns `pointer`.
+        unsafe { pointer.load(Ordering::SeqCst).as_ref() }
+    }
+
+    /// A fresh table for one partition, retained (invariant 3).
+    fn new_table(&self, partitions: usize) -> *mut Table {
+        let mut table = Box::new(Table::new(self.config.budget_bytes / partitions.max(1)));
+        let pointer: *mut Table = &raw mut *table;
+        self.retained
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(table);
+        pointer
+    }
+
+    /// The layout, building it when `sample` completes it.
+    fn build_layout(&self, sample: Vec<Vec<u8>>) {
+        let boundaries = Boundaries::from_sample(sample, self.config.partitions);
+        let count = boundaries.partitions();
+        let partitions = (0..count)
+            .map(|_| Partition {
+                current: AtomicPtr::new(self.new_table(count)),
+                draining: AtomicPtr::new(ptr::null_mut()),
+                drain_lock: Mutex::new(()),
+                swaps: AtomicU64::new(0),
+            })
+            .collect();
+        let _ = self.layout.set(Layout {
+            boundaries,
+            partitions,
+        });
+    }
+
+    /// Inserts a version into its partition's table, draining a full partition first if no
+    /// other thread is. Returns false if the version was not taken: the caller inserts it into
+    /// `memtable` directly. Precondition: as `Memtable::insert`.
+    pub(crate) fn insert(
+        &self,
+        memtable: &Memtable,
+        key: &[u8],
+        sequence: SequenceNumber,
+        kind: ValueKind,
+        value: &[u8],
+    ) -> bool {
+        let Some(layout) = self.layout.get() else {
+            if let Some(sample) = self.sampler.offer(key) {
+                self.build_layout(sample);
+            }
+            return self.direct();
+        };
+        let Some(partition) = layout.partitions.get(layout.boundaries.partition_of(key)) else {
+            return self.direct();
+        };
+        let hash = crate::hashindex::hash_key(key);
+        let mut drained = false;
+        let mut round = 0;
+        loop {
+            let Some(table) = Self::table(&partition.current) else {
+                return self.direct();
+            };
+            if !table.enter() {
+                // A drainer sealed it and is about to (or did) install the next table.
+                crate::sync::spin_wait(&mut round);
+                continue;
+            }
+            let put = table.insert(hash, key, sequence, kind, value);
+            table.exit();
+            match put {
+                Put::Done => {
+                    self.config.counters.writes.add(1);
+                    if self.config.drainers > 0 && table.take_drain_request() {
+                        self.wake_drainers();
+                    }
+                    return true;
+                }
+                Put::Full if !drained => {
+                    let Ok(_guard) = partition.drain_lock.try_lock() else {
+                        return self.direct();
+                    };
+                    let started = std::time::Instant::now();
+                    self.drain_locked(partition, layout.partitions.len(), memtable);
+                    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    self.config.counters.writer_drains.add(1);
+                    self.config.counters.writer_drain_micros.add(micros);
+                    drained = true;
+                }
+                Put::Full | Put::Oversized => return self.direct(),
+            }
+        }
+    }
+
+    /// Counts a version the caller writes to the memtable directly.
+    fn direct(&self) -> bool {
+        self.config.counters.direct_writes.add(1);
+        false
+    }
+
+    /// The newest version of `key` at or below `sequence` in the Membuffer (the caller also
+    /// asks the memtable, after this, and keeps the newer: see the module documentation).
+    pub(crate) fn get(&self, key: &[u8], sequence: SequenceNumber) -> Option<Entry<'_>> {
+        let layout = self.layout.get()?;
+        let partition = layout.partitions.get(layout.boundaries.partition_of(key))?;
+        let hash = crate::hashindex::hash_key(key);
+        let current = Self::table(&partition.current).and_then(|t| t.get(hash, key, sequence));
+        let draining = Self::table(&partition.draining).and_then(|t| t.get(hash, key, sequence));
+        newer(current, draining)
+    }
+
+    /// Moves one partition's current table into the memtable. Precondition: the caller holds
+    /// the partition's drain lock (invariant 2).
+    fn drain_locked(&self, partition: &Partition, partitions: usize, memtable: &Memtable) {
+        let old = partition.current.load(Ordering::SeqCst);
+        // SAFETY: invariant 3.
+        let Some(old_table) = (unsafe { old.as_ref() }) else {
+            return;
+        };
+        if old_table.len() == 0 {
+            return;
+        }
+        let fresh = self.new_table(partitions);
+        // Invariant 2: only the lock holder sets `draining`, and it clears it before leaving.
+        debug_assert!(partition.draining.load(Ordering::SeqCst).is_null());
+        partition.draining.store(old, Ordering::SeqCst);
+        partition.current.store(fresh, Ordering::SeqCst);
+        partition.swaps.fetch_add(1, Ordering::SeqCst);
+        old_table.seal_and_wait();
+        #[cfg(feature = "invariants")]
+        if let Err(broken) = old_table.check_invariants() {
+            panic!("Membuffer table invariant broken: {broken}");
+        }
+        let mut records = old_table.records();
+        records.sort_unstable_by(|a, b| {
+            crate::key::compare_user_keys(a.0, b.0).then_with(|| b.1.cmp(&a.1))
+        });
+        let count = records.len() as u64;
+        if self.config.multi_insert {
+            memtable.insert_sorted(records);
+        } else {
+            for (key, sequence, kind, value) in records {
+                memtable.insert(key, sequence, kind, value);
+            }
+        }
+        partition.draining.store(ptr::null_mut(), Ordering::SeqCst);
+        self.drained_bytes
+            .fetch_add(old_table.memory_bytes(), Ordering::Relaxed);
+        self.config.counters.drains.add(1);
+        self.config.counters.drained_versions.add(count);
+    }
+
+    /// Drains every partition holding versions into `memtable`, so that the memtable holds
+    /// every version whose insert completed before the call (scans, and the flush once the
+    /// buffer is quiet). A partition swapped by another drain since the call began is skipped
+    /// once that drain finished (piggybacking).
+    pub(crate) fn drain_all(&self, memtable: &Memtable) {
+        let Some(layout) = self.layout.get() else {
+            return;
+        };
+        let count = layout.partitions.len();
+        for partition in &layout.partitions {
+            let seen = partition.swaps.load(Ordering::SeqCst);
+            let pending = Self::table(&partition.current).is_some_and(|t| t.len() > 0)
+                || Self::table(&partition.draining).is_some();
+            if !pending {
+                continue;
+            }
+            let _guard = partition
+                .drain_lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if partition.swaps.load(Ordering::SeqCst) > seen {
+                self.config.counters.scan_piggybacks.add(1);
+                continue;
+            }
+            self.drain_locked(partition, count, memtable);
+            self.config.counters.scan_drains.add(1);
+        }
+    }
+}
+
+/// The newer of two versions of one key.
+fn newer<'a>(first: Option<Entry<'a>>, second: Option<Entry<'a>>) -> Option<Entry<'a>> {
+    match (first, second) {
+        (Some(first), Some(second)) => Some(if first.0 >= second.0 { first } else { second }),
+        (first, second) => first.or(second),
+    }
+}
+
+#[cfg(test)]
+mod tests;
