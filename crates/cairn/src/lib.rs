@@ -75,7 +75,7 @@ pub use error::{Error, Result};
 pub use fs::{FaultFs, FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, KEY_BYTES_MAX, VALUE_BYTES_MAX};
 pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};
-pub use options::{Compression, Options, ReadOptions, WalRecovery, WriteOptions};
+pub use options::{Compression, Options, ReadOptions, TableReadMode, WalRecovery, WriteOptions};
 
 pub(crate) mod batch;
 pub(crate) mod compaction;

@@ -5,13 +5,25 @@
 //! the file is dropped. Two threads racing to open the same file both open it and one copy
 //! wins; that costs a duplicate open, never a wrong answer.
 //!
+//! A point lookup borrows the table from its `FileMeta` ([`TableCache::table_ref`]): the
+//! caller's super version keeps the `FileMeta` alive, so the lookup takes no reference count
+//! and writes no shared memory to reach the table. Tables are opened with `pread` or through a
+//! memory mapping ([`TableReadMode`]); a mapped table is safe because table files are never
+//! truncated or rewritten (see `fs::mapped_read`), and its size is checked against the
+//! MANIFEST here and against its footer by `Table::open`.
+//!
 //! Thread-safety contract: `TableCache` is `Send + Sync`; `LevelIterator` is owned by one thread.
+//!
+//! Invariants:
+//! 1. A table is opened from a file whose size equals the MANIFEST's `size_bytes`.
+//! 2. Once `meta.table` is set, every later call returns that same table.
 
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::compare_internal_keys;
+use crate::options::TableReadMode;
 use crate::sstable::{BlockCache, Table, TableIterator};
 use crate::version::FileMeta;
 use std::cmp::Ordering;
@@ -25,6 +37,7 @@ pub struct TableCache {
     directory: PathBuf,
     block_cache: Option<Arc<BlockCache>>,
     verify_checksums: bool,
+    read_mode: TableReadMode,
 }
 
 impl TableCache {
@@ -40,16 +53,43 @@ impl TableCache {
             directory,
             block_cache,
             verify_checksums,
+            read_mode: TableReadMode::Pread,
         }
     }
 
-    /// The opened table for `meta`.
+    /// The same opener, reading tables as `read_mode` says.
+    #[must_use]
+    pub fn with_read_mode(mut self, read_mode: TableReadMode) -> Self {
+        self.read_mode = read_mode;
+        self
+    }
+
+    /// The opened table for `meta`, shared (for iterators that outlive the caller's borrow).
     pub fn table(&self, meta: &FileMeta) -> Result<Arc<Table>> {
+        self.table_ref(meta)?;
+        meta.table.get().cloned().ok_or_else(|| {
+            Error::InvalidArgument(format!("table {} was not kept after open", meta.number))
+        })
+    }
+
+    /// The opened table for `meta`, borrowed from it: no reference count is taken, so a
+    /// point lookup reaches an open table with one atomic load and no shared write.
+    pub fn table_ref<'a>(&self, meta: &'a FileMeta) -> Result<&'a Table> {
         if let Some(table) = meta.table.get() {
-            return Ok(Arc::clone(table));
+            return Ok(table);
         }
+        let table = self.open(meta)?;
+        // A racing opener may have won; either copy is the same immutable table.
+        Ok(meta.table.get_or_init(|| table))
+    }
+
+    /// Opens the table file of `meta` (invariant 1).
+    fn open(&self, meta: &FileMeta) -> Result<Arc<Table>> {
         let path = filename::table_path(&self.directory, meta.number);
-        let file = self.file_system.open_read(&path)?;
+        let file = match self.read_mode {
+            TableReadMode::Pread => self.file_system.open_read(&path)?,
+            TableReadMode::Mmap => self.file_system.open_read_mapped(&path)?,
+        };
         if file.size_bytes() != meta.size_bytes {
             return Err(Error::corruption(
                 &path,
@@ -61,14 +101,12 @@ impl TableCache {
                 ),
             ));
         }
-        let table = Arc::new(Table::open(
+        Ok(Arc::new(Table::open(
             file,
             meta.number,
             self.block_cache.clone(),
             self.verify_checksums,
-        )?);
-        let _ = meta.table.set(Arc::clone(&table));
-        Ok(meta.table.get().cloned().unwrap_or(table))
+        )?))
     }
 
     /// The shared block cache, if any.

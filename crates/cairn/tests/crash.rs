@@ -118,11 +118,15 @@ fn apply(state: &mut State, write: &Write) {
 }
 
 fn options(fs: &FaultFs) -> Options {
-    Options {
+    let mut options = Options {
         block_cache_size_bytes: 16 * 1024,
         level_size_ratio: 4,
         ..common::small_lsm_options(Arc::new(fs.clone()))
-    }
+    };
+    // Tables read through mappings: on the real file system the sweep then checks that a
+    // crash never leaves a mapped table to fault on.
+    options.table_read_mode = cairn::TableReadMode::Mmap;
+    options
 }
 
 /// The database path on the in-memory file system.

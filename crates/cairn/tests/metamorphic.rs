@@ -23,7 +23,7 @@ mod common;
 #[path = "common/ops.rs"]
 mod ops;
 
-use cairn::{Compression, Db, FileSystem, MemFs, Options, StdFs};
+use cairn::{Compression, Db, FileSystem, MemFs, Options, StdFs, TableReadMode};
 use common::TempDir;
 use ops::{execute, generate, shrink, Op, Outcome, Snapshots};
 use rand::rngs::SmallRng;
@@ -37,6 +37,8 @@ struct OptionSet {
     /// `StdFs` in a temporary directory (else `MemFs`).
     std_fs: bool,
     wal_memory_mapped: bool,
+    /// `pread` or mapped table reads (mapped reads matter on `StdFs` only).
+    table_read_mode: TableReadMode,
     write_buffer_size_bytes: usize,
     max_immutable_memtables: usize,
     block_size_bytes: usize,
@@ -58,6 +60,7 @@ impl OptionSet {
         let defaults = Options::default();
         OptionSet {
             std_fs: false,
+            table_read_mode: defaults.table_read_mode,
             wal_memory_mapped: defaults.wal_memory_mapped,
             write_buffer_size_bytes: defaults.write_buffer_size_bytes,
             max_immutable_memtables: defaults.max_immutable_memtables,
@@ -110,11 +113,17 @@ impl OptionSet {
             level1_size_bytes_max: 1 << rng.gen_range(10..20),
             level_size_ratio: rng.gen_range(2..=10),
             manifest_size_bytes_max: 1 << rng.gen_range(10..16),
+            // Drawn last so that adding it left the other fields' draws unchanged.
+            table_read_mode: if rng.gen_bool(0.5) {
+                TableReadMode::Mmap
+            } else {
+                TableReadMode::Pread
+            },
         }
     }
 
     fn options(&self, file_system: Arc<dyn FileSystem>) -> Options {
-        Options {
+        let mut options = Options {
             file_system,
             wal_memory_mapped: self.wal_memory_mapped,
             write_buffer_size_bytes: self.write_buffer_size_bytes,
@@ -133,7 +142,9 @@ impl OptionSet {
             level_size_ratio: self.level_size_ratio,
             manifest_size_bytes_max: self.manifest_size_bytes_max,
             ..Options::default()
-        }
+        };
+        options.table_read_mode = self.table_read_mode;
+        options
     }
 }
 

@@ -49,12 +49,15 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
     let (lock, mut versions) = open_directory(directory, &file_system, &options)?;
     let block_cache = (options.block_cache_size_bytes > 0)
         .then(|| Arc::new(BlockCache::new(options.block_cache_size_bytes)));
-    let table_cache = Arc::new(TableCache::new(
-        Arc::clone(&file_system),
-        directory.to_path_buf(),
-        block_cache,
-        options.verify_checksums,
-    ));
+    let table_cache = Arc::new(
+        TableCache::new(
+            Arc::clone(&file_system),
+            directory.to_path_buf(),
+            block_cache,
+            options.verify_checksums,
+        )
+        .with_read_mode(options.table_read_mode),
+    );
     let table_options = TableOptions::from(&options);
     let last_sequence = recover_wals(
         directory,

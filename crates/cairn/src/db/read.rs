@@ -120,14 +120,14 @@ impl DbInner {
             if !file.overlaps(Some(key), Some(key)) {
                 continue;
             }
-            let table = self.table_cache.table(file)?;
+            let table = self.table_cache.table_ref(file)?;
             if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
                 return Ok(Some(owned_version(found_sequence, kind, &value)));
             }
         }
         for level in 1..version.level_count() {
             for file in version.find_files(level, key) {
-                let table = self.table_cache.table(file)?;
+                let table = self.table_cache.table_ref(file)?;
                 if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
                     return Ok(Some(owned_version(found_sequence, kind, &value)));
                 }

@@ -17,6 +17,7 @@
 //! not cached; a capacity of 0 disables caching (every `get` misses, `insert` does nothing).
 
 use super::block::Block;
+use crate::sync::StripedCounter;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -109,8 +110,8 @@ fn shard_index(key: CacheKey) -> usize {
 pub struct BlockCache {
     shards: [Mutex<Shard>; SHARD_COUNT],
     capacity: usize,
-    hits: AtomicU64,
-    misses: AtomicU64,
+    hits: StripedCounter,
+    misses: StripedCounter,
     next_id: AtomicU64,
 }
 
@@ -128,8 +129,8 @@ impl BlockCache {
         BlockCache {
             shards,
             capacity: capacity_bytes,
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
+            hits: StripedCounter::default(),
+            misses: StripedCounter::default(),
             next_id: AtomicU64::new(1),
         }
     }
@@ -160,7 +161,7 @@ impl BlockCache {
         } else {
             &self.misses
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.add(1);
         found
     }
 
@@ -206,12 +207,12 @@ impl BlockCache {
 
     /// Lookups that found their block.
     pub fn hits(&self) -> u64 {
-        self.hits.load(Ordering::Relaxed)
+        self.hits.get()
     }
 
     /// Lookups that did not.
     pub fn misses(&self) -> u64 {
-        self.misses.load(Ordering::Relaxed)
+        self.misses.get()
     }
 }
 

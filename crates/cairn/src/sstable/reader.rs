@@ -8,12 +8,15 @@
 //! `verify_checksums` is set.
 //!
 //! Thread-safety contract: `Table` is `Send + Sync`; `get` and `iter` may run from many threads
-//! at once (file reads are positional, the cache is internally locked, statistics are relaxed
-//! atomics). A [`TableIterator`] is owned by one thread and holds the table (`Arc<Table>`) and
+//! at once (file reads are positional or copies out of a read-only mapping, statistics are
+//! striped relaxed counters). A [`TableIterator`] is owned by one thread and holds the table (`Arc<Table>`) and
 //! its current blocks (`Arc<Block>`) alive.
 //!
-//! Invariants: every error found in the file is an `Error::Corruption` naming the file path and
-//! the byte offset; no input bytes can make these functions panic.
+//! Invariants:
+//! 1. Every error found in the file is an `Error::Corruption` naming the file path and the byte
+//!    offset; no input bytes can make these functions panic.
+//! 2. An open table's file size is the one its footer describes: the last metadata block ends
+//!    exactly where the footer starts (checked at open).
 
 use super::block::{Block, BlockIterator, BlockOrigin};
 use super::bloom::BloomFilter;
@@ -24,10 +27,10 @@ use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber, ValueKind};
+use crate::sync::StripedCounter;
 use std::cmp::Ordering;
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// An open `SSTable`.
@@ -42,7 +45,9 @@ pub struct Table {
     filter: Option<BloomFilter>,
     properties: TableProperties,
     size_bytes: u64,
-    filter_skips: AtomicU64,
+    /// Striped: a Bloom negative is the hottest path of a lookup that misses, and one shared
+    /// counter line would bounce between every reading core.
+    filter_skips: StripedCounter,
 }
 
 impl fmt::Debug for Table {
@@ -89,7 +94,7 @@ impl Table {
             filter,
             properties,
             size_bytes,
-            filter_skips: AtomicU64::new(0),
+            filter_skips: StripedCounter::default(),
         })
     }
 
@@ -112,7 +117,7 @@ impl Table {
         };
         if let Some(filter) = &self.filter {
             if !filter.may_contain(lookup.user_key) {
-                self.filter_skips.fetch_add(1, AtomicOrdering::Relaxed);
+                self.filter_skips.add(1);
                 return Ok(None);
             }
         }
@@ -202,7 +207,7 @@ impl Table {
     #[cfg(any(test, feature = "testing"))]
     /// Point lookups answered by the filter alone (statistics).
     pub fn filter_skips(&self) -> u64 {
-        self.filter_skips.load(AtomicOrdering::Relaxed)
+        self.filter_skips.get()
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -264,8 +269,26 @@ fn read_footer(file: &dyn RandomAccessFile, path: &Arc<Path>) -> Result<(Footer,
     Ok((footer, footer_offset))
 }
 
-/// Open step 2: every metadata block (with its trailer) must end before the footer.
+/// Open step 2: every metadata block (with its trailer) must end before the footer, and the
+/// last one exactly at it (the builder writes the footer right after the metadata): the file's
+/// size is the one its footer describes, so a table cut short or grown is refused at open, and
+/// a mapped read never reaches past what was written.
 fn check_metadata_handles(footer: &Footer, footer_offset: u64, path: &Arc<Path>) -> Result<()> {
+    let metadata_end = [footer.index, footer.filter, footer.properties]
+        .iter()
+        .filter_map(BlockHandle::end_with_trailer)
+        .max()
+        .unwrap_or(0);
+    if metadata_end != footer_offset {
+        return Err(Error::corruption(
+            path.as_ref(),
+            footer_offset,
+            format!(
+                "file of {} bytes does not match its footer (metadata ends at {metadata_end})",
+                footer_offset + FOOTER_BYTES as u64
+            ),
+        ));
+    }
     for (name, handle) in [
         ("index", footer.index),
         ("filter", footer.filter),
