@@ -42,6 +42,7 @@
 mod compact;
 mod flush;
 mod inner;
+mod multi_get;
 mod open;
 mod read;
 mod rmw;
@@ -141,6 +142,26 @@ impl Db {
     /// The value of `key` in the latest state.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get(key, None)
+    }
+
+    /// The values of several keys in the latest state, in the order given (`None` for a key
+    /// that is absent). All answers come from one consistent state, as if read at one
+    /// instant. Cheaper than one `get` per key when many keys miss the memory component:
+    /// the keys are sorted and each table is visited once for all the keys in its range,
+    /// so keys sharing a data block share its read.
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put(b"a", b"1")?;
+    /// db.put(b"c", b"3")?;
+    /// db.flush()?;
+    /// let keys: [&[u8]; 3] = [b"c", b"b", b"a"];
+    /// let values = db.multi_get(&keys)?;
+    /// assert_eq!(values, vec![Some(b"3".to_vec()), None, Some(b"1".to_vec())]);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get(keys, None)
     }
 
     /// The value of `key` as of `snapshot`.

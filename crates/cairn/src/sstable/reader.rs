@@ -109,26 +109,85 @@ impl Table {
 
     /// [`Self::get`], choosing whether a data block read from disk is added to the cache.
     pub fn get_with(&self, lookup_key: &[u8], fill_cache: bool) -> Result<TableGet> {
-        let Some(lookup) = parse_internal_key(lookup_key) else {
-            return Err(Error::InvalidArgument(format!(
+        let user_key = self.lookup_user_key(lookup_key)?;
+        if !self.filter_allows(user_key) {
+            return Ok(None);
+        }
+        let Some(handle) = self.index_lookup(lookup_key)? else {
+            return Ok(None);
+        };
+        let block = self.read_data_block(handle, fill_cache)?;
+        self.find_in_block(&block, handle, lookup_key, user_key)
+    }
+
+    /// Point lookups of several keys at once (`multi_get`): one answer per key, as
+    /// [`Self::get_with`] would give. Consecutive keys whose fence pointers land in the same
+    /// data block share one block read (one cache lookup or one file read); callers sort the
+    /// keys in internal-key order so that keys of one block are consecutive.
+    pub fn get_batch(&self, lookup_keys: &[&[u8]], fill_cache: bool) -> Result<Vec<TableGet>> {
+        let mut answers = Vec::with_capacity(lookup_keys.len());
+        let mut current: Option<(BlockHandle, Arc<Block>)> = None;
+        for lookup_key in lookup_keys {
+            let user_key = self.lookup_user_key(lookup_key)?;
+            if !self.filter_allows(user_key) {
+                answers.push(None);
+                continue;
+            }
+            let Some(handle) = self.index_lookup(lookup_key)? else {
+                answers.push(None);
+                continue;
+            };
+            let block = match current.take() {
+                Some((held, block)) if held == handle => block,
+                _ => self.read_data_block(handle, fill_cache)?,
+            };
+            answers.push(self.find_in_block(&block, handle, lookup_key, user_key)?);
+            current = Some((handle, block));
+        }
+        Ok(answers)
+    }
+
+    /// The user key of an internal seek key, or an error if it is not one.
+    fn lookup_user_key<'k>(&self, lookup_key: &'k [u8]) -> Result<&'k [u8]> {
+        match parse_internal_key(lookup_key) {
+            Some(lookup) => Ok(lookup.user_key),
+            None => Err(Error::InvalidArgument(format!(
                 "lookup key of {} bytes is not an internal key",
                 lookup_key.len()
-            )));
-        };
-        if let Some(filter) = &self.filter {
-            if !filter.may_contain(lookup.user_key) {
-                self.filter_skips.add(1);
-                return Ok(None);
-            }
+            ))),
         }
+    }
+
+    /// False if the Bloom filter proves `user_key` absent (counted in `filter_skips`).
+    fn filter_allows(&self, user_key: &[u8]) -> bool {
+        match &self.filter {
+            Some(filter) if !filter.may_contain(user_key) => {
+                self.filter_skips.add(1);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// The handle of the one data block that may hold `lookup_key` (fence-pointer search).
+    fn index_lookup(&self, lookup_key: &[u8]) -> Result<Option<BlockHandle>> {
         let mut index = self.index.iter();
         index.seek(lookup_key);
         if !index.valid() {
             index.status()?;
             return Ok(None);
         }
-        let handle = self.decode_index_value(index.value())?;
-        let block = self.read_data_block(handle, fill_cache)?;
+        self.decode_index_value(index.value()).map(Some)
+    }
+
+    /// The first entry of `block` at or after `lookup_key`, if it is a version of `user_key`.
+    fn find_in_block(
+        &self,
+        block: &Arc<Block>,
+        handle: BlockHandle,
+        lookup_key: &[u8],
+        user_key: &[u8],
+    ) -> Result<TableGet> {
         let mut iter = block.iter();
         iter.seek(lookup_key);
         if !iter.valid() {
@@ -140,7 +199,7 @@ impl Table {
             ));
         }
         match parse_internal_key(iter.key()) {
-            Some(found) if found.user_key == lookup.user_key => {
+            Some(found) if found.user_key == user_key => {
                 Ok(Some((found.sequence, found.kind, iter.value().to_vec())))
             }
             _ => Ok(None),
