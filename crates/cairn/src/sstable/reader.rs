@@ -7,6 +7,10 @@
 //! are read on demand through the optional shared [`BlockCache`], verified when
 //! `verify_checksums` is set.
 //!
+//! A point lookup writes no shared memory on a cache hit: the index and the cached block are
+//! searched through borrowed iterators (no `Arc` clone), the cache hit takes no lock, and the
+//! filter-skip counter is striped.
+//!
 //! Thread-safety contract: `Table` is `Send + Sync`; `get` and `iter` may run from many threads
 //! at once (file reads are positional or copies out of a read-only mapping, statistics are
 //! striped relaxed counters). A [`TableIterator`] is owned by one thread and holds the table (`Arc<Table>`) and
@@ -116,7 +120,16 @@ impl Table {
         let Some(handle) = self.index_lookup(lookup_key)? else {
             return Ok(None);
         };
-        let block = self.read_data_block(handle, fill_cache)?;
+        // A cache hit is searched in place: no lock, no reference count.
+        if let Some(cache) = &self.cache {
+            let found = cache.with_block(self.cache_id, handle.offset, |block| {
+                self.find_in_block(block, handle, lookup_key, user_key)
+            });
+            if let Some(found) = found {
+                return found;
+            }
+        }
+        let block = self.load_data_block(handle, fill_cache)?;
         self.find_in_block(&block, handle, lookup_key, user_key)
     }
 
@@ -171,7 +184,7 @@ impl Table {
 
     /// The handle of the one data block that may hold `lookup_key` (fence-pointer search).
     fn index_lookup(&self, lookup_key: &[u8]) -> Result<Option<BlockHandle>> {
-        let mut index = self.index.iter();
+        let mut index = self.index.iter_ref();
         index.seek(lookup_key);
         if !index.valid() {
             index.status()?;
@@ -183,12 +196,12 @@ impl Table {
     /// The first entry of `block` at or after `lookup_key`, if it is a version of `user_key`.
     fn find_in_block(
         &self,
-        block: &Arc<Block>,
+        block: &Block,
         handle: BlockHandle,
         lookup_key: &[u8],
         user_key: &[u8],
     ) -> Result<TableGet> {
-        let mut iter = block.iter();
+        let mut iter = block.iter_ref();
         iter.seek(lookup_key);
         if !iter.valid() {
             iter.status()?;
@@ -292,6 +305,11 @@ impl Table {
                 return Ok(block);
             }
         }
+        self.load_data_block(handle, fill_cache)
+    }
+
+    /// The data block at `handle`, read from the file (and cached if `fill_cache`).
+    fn load_data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
         let contents = read_block_contents(self.file.as_ref(), handle, self.verify_checksums)?;
         let block = Arc::new(Block::new(
             contents.data,
