@@ -25,7 +25,7 @@ use crate::iter::InternalIterator;
 use crate::key::compare_internal_keys;
 use crate::options::TableReadMode;
 use crate::sstable::{BlockCache, Table, TableIterator};
-use crate::version::FileMeta;
+use crate::version::{FileMeta, Version};
 use std::cmp::Ordering;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -115,10 +115,35 @@ impl TableCache {
     }
 }
 
-/// Iterates the files of one level >= 1 (sorted, non-overlapping) as one sorted stream,
-/// opening each table only when the cursor reaches it.
+/// The files a [`LevelIterator`] walks: its own list, or a range of one level of a version
+/// (one reference count for the whole run, none per file).
+enum LevelFiles {
+    Owned(Vec<Arc<FileMeta>>),
+    Shared {
+        version: Arc<Version>,
+        level: usize,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl LevelFiles {
+    fn files(&self) -> &[Arc<FileMeta>] {
+        match self {
+            LevelFiles::Owned(files) => files,
+            LevelFiles::Shared {
+                version,
+                level,
+                range,
+            } => version.files(*level).get(range.clone()).unwrap_or(&[]),
+        }
+    }
+}
+
+/// Iterates the files of one sorted run (sorted, non-overlapping) as one sorted stream,
+/// opening each table only when the cursor reaches it: creating one opens nothing and takes
+/// at most one reference count, so a short scan pays only for the tables it reaches.
 pub struct LevelIterator {
-    files: Vec<Arc<FileMeta>>,
+    files: LevelFiles,
     tables: Arc<TableCache>,
     index: usize,
     current: Option<TableIterator>,
@@ -132,7 +157,7 @@ impl std::fmt::Debug for LevelIterator {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("LevelIterator")
-            .field("files", &self.files.len())
+            .field("files", &self.files.files().len())
             .field("index", &self.index)
             .finish()
     }
@@ -143,7 +168,29 @@ impl LevelIterator {
     /// the blocks it reads are added to the block cache.
     pub fn new(files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>, fill_cache: bool) -> Self {
         LevelIterator {
-            files,
+            files: LevelFiles::Owned(files),
+            tables,
+            index: 0,
+            current: None,
+            error: None,
+            fill_cache,
+        }
+    }
+
+    /// Iterates files `range` of `level` of `version`, which must form (part of) one run.
+    pub fn over_version(
+        version: Arc<Version>,
+        level: usize,
+        range: std::ops::Range<usize>,
+        tables: Arc<TableCache>,
+        fill_cache: bool,
+    ) -> Self {
+        LevelIterator {
+            files: LevelFiles::Shared {
+                version,
+                level,
+                range,
+            },
             tables,
             index: 0,
             current: None,
@@ -155,7 +202,7 @@ impl LevelIterator {
     fn open(&mut self, index: usize) -> bool {
         self.index = index;
         self.current = None;
-        let Some(meta) = self.files.get(index) else {
+        let Some(meta) = self.files.files().get(index) else {
             return false;
         };
         match self.tables.table(meta) {
@@ -226,7 +273,7 @@ impl InternalIterator for LevelIterator {
 
     fn seek_to_last(&mut self) {
         self.error = None;
-        let Some(last) = self.files.len().checked_sub(1) else {
+        let Some(last) = self.files.files().len().checked_sub(1) else {
             self.current = None;
             return;
         };
@@ -242,6 +289,7 @@ impl InternalIterator for LevelIterator {
         self.error = None;
         let index = self
             .files
+            .files()
             .partition_point(|file| compare_internal_keys(&file.largest, target) == Ordering::Less);
         if self.open(index) {
             if let Some(iterator) = self.current.as_mut() {

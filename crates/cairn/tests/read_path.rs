@@ -102,3 +102,46 @@ fn multi_get_rejects_an_invalid_key() {
     assert!(db.multi_get(&keys).is_err());
     assert_eq!(db.multi_get(&[]).unwrap(), Vec::<Option<Vec<u8>>>::new());
 }
+
+#[test]
+fn a_short_scan_opens_only_the_tables_it_reaches() {
+    const FILES: u64 = 8;
+    let fs = cairn::FaultFs::new();
+    let mut options = common::small_lsm_options(Arc::new(fs.clone()));
+    // Keep every flushed table in level 0, each holding its own key range.
+    options.level0_compaction_trigger = 100;
+    options.level0_slowdown_trigger = 100;
+    options.level0_stop_trigger = 100;
+    options.write_buffer_size_bytes = 1 << 20;
+    let path = std::path::Path::new("/db");
+    let db = Db::open(path, options.clone()).unwrap();
+    for file in 0..FILES {
+        for index in 0..50 {
+            db.put(&key(file * 1000 + index), b"value").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    assert_eq!(db.stats().levels[0].files, FILES as usize);
+    db.close().unwrap();
+    let db = Db::open(path, options).unwrap();
+    fs.reset_counters();
+    let mut cursor = db
+        .iter(&cairn::ReadOptions::default(), None, None, None)
+        .unwrap();
+    cursor.seek(&key((FILES - 1) * 1000 + 10));
+    for _ in 0..5 {
+        assert!(cursor.valid());
+        cursor.next();
+    }
+    drop(cursor);
+    let short_scan = fs.operation_count();
+    fs.reset_counters();
+    assert_eq!(common::scan(&db).len(), (FILES * 50) as usize);
+    let full_scan = fs.operation_count();
+    // The short scan opened (and read) one table; the full scan opened the other seven.
+    assert!(
+        short_scan * 3 < full_scan,
+        "short scan {short_scan} file operations, full scan {full_scan}"
+    );
+    db.close().unwrap();
+}

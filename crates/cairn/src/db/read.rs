@@ -158,18 +158,15 @@ impl DbInner {
             }
         };
         let mut children: Vec<Box<dyn InternalIterator>> = super_version.memory.iterators();
+        // Every run (each level-0 file is one) becomes a lazy level iterator: nothing is
+        // opened until the merge seeks, and a run costs one reference count, not one per file.
         let version = &super_version.version;
-        for file in version.files(0) {
-            if file.overlaps(lower, upper) {
-                children.push(Box::new(
-                    self.table_cache.table(file)?.iter_with(options.fill_cache),
-                ));
-            }
-        }
-        for level in 1..version.level_count() {
-            for files in version.overlapping_runs(level, lower, upper) {
-                children.push(Box::new(LevelIterator::new(
-                    files,
+        for level in 0..version.level_count() {
+            for range in version.overlapping_run_ranges(level, lower, upper) {
+                children.push(Box::new(LevelIterator::over_version(
+                    Arc::clone(version),
+                    level,
+                    range,
                     Arc::clone(&self.table_cache),
                     options.fill_cache,
                 )));
