@@ -64,6 +64,7 @@ pub(crate) mod hashindex;
 pub(crate) mod iter;
 pub(crate) mod key;
 pub(crate) mod logmem;
+pub(crate) mod lookup_pool;
 pub(crate) mod memory;
 pub(crate) mod memstore;
 pub(crate) mod memtable;

@@ -65,6 +65,10 @@ pub struct Options {
     pub verify_checksums: bool,
     /// How `SSTable` bytes are read: `pread(2)` or a memory mapping (see [`TableReadMode`]).
     pub table_read_mode: TableReadMode,
+    /// Threads that probe sorted runs concurrently when a point lookup must search more than
+    /// one (0, the default: probe them one after another). Helps when blocks come from disk
+    /// (the waits overlap); with cached blocks the hand-offs cost more than they save.
+    pub lookup_threads: usize,
     /// A hook asked, when compaction rewrites a key, whether to keep, remove or change its
     /// newest value (for instance to expire keys); see `compaction::CompactionFilter`.
     pub compaction_filter: Option<Arc<dyn crate::compaction::CompactionFilter>>,
@@ -102,6 +106,7 @@ impl Default for Options {
             manifest_size_bytes_max: 64 * 1024 * 1024,
             verify_checksums: true,
             table_read_mode: TableReadMode::default(),
+            lookup_threads: 0,
             compaction_filter: None,
             #[cfg(feature = "testing")]
             wal_record_payload_bytes_max: crate::wal::RECORD_PAYLOAD_BYTES_MAX,
@@ -176,6 +181,10 @@ impl Options {
         check(
             self.level_size_ratio >= 2,
             "level_size_ratio must be at least 2",
+        )?;
+        check(
+            self.lookup_threads <= 64,
+            "lookup_threads must be at most 64",
         )?;
         check(
             self.manifest_size_bytes_max >= 1024,

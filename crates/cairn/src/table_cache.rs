@@ -23,6 +23,7 @@ use crate::filename;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::compare_internal_keys;
+use crate::lookup_pool::LookupPool;
 use crate::options::TableReadMode;
 use crate::sstable::{BlockCache, Table, TableIterator};
 use crate::version::{FileMeta, Version};
@@ -38,6 +39,7 @@ pub struct TableCache {
     block_cache: Option<Arc<BlockCache>>,
     verify_checksums: bool,
     read_mode: TableReadMode,
+    lookup_pool: Option<LookupPool>,
 }
 
 impl TableCache {
@@ -54,7 +56,23 @@ impl TableCache {
             block_cache,
             verify_checksums,
             read_mode: TableReadMode::Pread,
+            lookup_pool: None,
         }
+    }
+
+    /// The same opener with a pool of `threads` threads for parallel run probes (none for 0).
+    pub fn with_lookup_threads(mut self, threads: usize) -> Result<Self> {
+        if threads > 0 {
+            let pool = LookupPool::new(threads)
+                .map_err(|error| Error::io("spawn", &self.directory, error))?;
+            self.lookup_pool = Some(pool);
+        }
+        Ok(self)
+    }
+
+    /// The pool for parallel run probes, if `lookup_threads` asked for one.
+    pub fn lookup_pool(&self) -> Option<&LookupPool> {
+        self.lookup_pool.as_ref()
     }
 
     /// The same opener, reading tables as `read_mode` says.

@@ -39,6 +39,8 @@ struct OptionSet {
     wal_memory_mapped: bool,
     /// `pread` or mapped table reads (mapped reads matter on `StdFs` only).
     table_read_mode: TableReadMode,
+    /// Threads probing runs concurrently (0: sequential probes).
+    lookup_threads: usize,
     write_buffer_size_bytes: usize,
     max_immutable_memtables: usize,
     block_size_bytes: usize,
@@ -61,6 +63,7 @@ impl OptionSet {
         OptionSet {
             std_fs: false,
             table_read_mode: defaults.table_read_mode,
+            lookup_threads: defaults.lookup_threads,
             wal_memory_mapped: defaults.wal_memory_mapped,
             write_buffer_size_bytes: defaults.write_buffer_size_bytes,
             max_immutable_memtables: defaults.max_immutable_memtables,
@@ -119,6 +122,7 @@ impl OptionSet {
             } else {
                 TableReadMode::Pread
             },
+            lookup_threads: [0, 1, 3][rng.gen_range(0..3)],
         }
     }
 
@@ -144,6 +148,7 @@ impl OptionSet {
             ..Options::default()
         };
         options.table_read_mode = self.table_read_mode;
+        options.lookup_threads = self.lookup_threads;
         options
     }
 }

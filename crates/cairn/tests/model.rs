@@ -200,6 +200,14 @@ fn tiny_options(fs: &FaultFs) -> Options {
     }
 }
 
+/// `tiny`, with mapped table reads and run probes on a pool of two threads.
+fn tiny_mmap_parallel_options(fs: &FaultFs) -> Options {
+    let mut options = tiny_options(fs);
+    options.table_read_mode = cairn::TableReadMode::Mmap;
+    options.lookup_threads = 2;
+    options
+}
+
 fn default_options(fs: &FaultFs) -> Options {
     Options {
         file_system: Arc::new(fs.clone()),
@@ -247,6 +255,11 @@ fn check_option_set(name: &str, make_options: &dyn Fn(&FaultFs) -> Options) {
 #[test]
 fn model_tiny_memtable_and_blocks() {
     check_option_set("tiny", &tiny_options);
+}
+
+#[test]
+fn model_tiny_with_mmap_and_parallel_lookups() {
+    check_option_set("tiny-mmap-parallel", &tiny_mmap_parallel_options);
 }
 
 #[test]

@@ -77,6 +77,17 @@ fn multi_get_matches_get_in_memory() {
 }
 
 #[test]
+fn parallel_lookups_match_the_model() {
+    let mut options = common::small_lsm_options(Arc::new(MemFs::new()));
+    options.lookup_threads = 3;
+    // Many level-0 files, so most lookups have several runs to probe.
+    options.level0_compaction_trigger = 8;
+    options.level0_slowdown_trigger = 16;
+    options.level0_stop_trigger = 24;
+    run(options, std::path::Path::new("/db"), 4);
+}
+
+#[test]
 fn multi_get_matches_get_without_filters_or_cache() {
     let mut options = common::small_lsm_options(Arc::new(MemFs::new()));
     options.bloom_bits_per_key = 0;

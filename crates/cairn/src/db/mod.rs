@@ -44,6 +44,7 @@ mod flush;
 mod inner;
 mod multi_get;
 mod open;
+mod parallel_get;
 mod read;
 mod rmw;
 mod super_version;

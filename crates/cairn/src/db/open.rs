@@ -56,7 +56,8 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
             block_cache,
             options.verify_checksums,
         )
-        .with_read_mode(options.table_read_mode),
+        .with_read_mode(options.table_read_mode)
+        .with_lookup_threads(options.lookup_threads)?,
     );
     let table_options = TableOptions::from(&options);
     let last_sequence = recover_wals(

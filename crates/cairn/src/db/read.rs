@@ -116,6 +116,12 @@ impl DbInner {
     ) -> Result<Option<OwnedVersion>> {
         let lookup = internal_key(key, sequence, ValueKind::SEEK);
         let version = &super_version.version;
+        if let Some(pool) = self.table_cache.lookup_pool() {
+            let candidates = Self::lookup_candidates(version, key);
+            if candidates.len() >= 2 {
+                return self.tables_version_parallel(pool, &candidates, &lookup);
+            }
+        }
         for file in version.files(0) {
             if !file.overlaps(Some(key), Some(key)) {
                 continue;
