@@ -111,6 +111,16 @@ struct Args {
     /// Run each measured phase this many seconds instead of a count (0: use counts).
     #[arg(long, default_value_t = 0.0)]
     duration: f64,
+    /// cairn: read tables through memory mappings (mmap) instead of pread.
+    #[arg(long = "mmap_reads", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
+    mmap_reads: bool,
+    /// cairn: threads probing sorted runs concurrently on a point lookup (0: off).
+    #[arg(long = "lookup_threads", default_value_t = 0)]
+    lookup_threads: usize,
+    /// Keys per batch of multireadrandom.
+    #[arg(long = "multiget_batch", default_value_t = 32)]
+    multiget_batch: usize,
     /// Entries read after each seek in seekrandom.
     #[arg(long = "seek_nexts", default_value_t = 0)]
     seek_nexts: usize,
@@ -329,6 +339,7 @@ fn run(args: Args) -> Result<()> {
         flush_after_load: args.flush_after_load,
         sync_every: args.sync_every,
         probe_placement: args.probe_placement,
+        multiget_batch: args.multiget_batch,
     };
     let memstore_capacity = match args.memstore_capacity {
         0 => auto_memstore_capacity(&params)?,
@@ -346,6 +357,8 @@ fn run(args: Args) -> Result<()> {
         level0_triggers: (4, 12, 20),
         max_immutable_memtables: 4,
         memstore_capacity,
+        mmap_reads: args.mmap_reads,
+        lookup_threads: args.lookup_threads,
     };
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -587,6 +600,7 @@ mod tests {
             flush_after_load: true,
             sync_every: 0,
             probe_placement: false,
+            multiget_batch: 8,
         }
     }
 
@@ -603,6 +617,8 @@ mod tests {
             level0_triggers: (4, 12, 20),
             max_immutable_memtables: 4,
             memstore_capacity: 64 << 20,
+            mmap_reads: false,
+            lookup_threads: 0,
         }
     }
 
@@ -669,6 +685,7 @@ mod tests {
         // fillseq writes every key; readrandom on top of later fills finds most of them.
         assert_eq!(by_name("fillseq").ops, 3000);
         assert!(by_name("readrandom").found > 0);
+        assert!(by_name("multireadrandom").found > 0);
         assert_eq!(by_name("readseq").ops, by_name("readseq").ops.min(3000));
         // readwhilewriting measures the readers and counts the writer apart.
         assert_eq!(by_name("readwhilewriting").ops, 2000);

@@ -2,7 +2,7 @@
 
 use super::{Engine, EngineConfig};
 use crate::error::Result;
-use cairn::{Compression, Db, Options, ReadOptions, WriteOptions};
+use cairn::{Compression, Db, Options, ReadOptions, TableReadMode, WriteOptions};
 use std::path::Path;
 
 /// A cairn database.
@@ -16,7 +16,7 @@ pub struct CairnEngine {
 
 fn options(config: &EngineConfig) -> Options {
     let (l0_trigger, l0_slowdown, l0_stop) = config.level0_triggers;
-    Options {
+    let mut options = Options {
         write_buffer_size_bytes: config.write_buffer_size,
         max_immutable_memtables: config.max_immutable_memtables,
         wal_enabled: config.wal,
@@ -32,7 +32,14 @@ fn options(config: &EngineConfig) -> Options {
         level0_stop_trigger: l0_stop,
         level1_size_bytes_max: config.level1_size,
         ..Options::default()
-    }
+    };
+    options.table_read_mode = if config.mmap_reads {
+        TableReadMode::Mmap
+    } else {
+        TableReadMode::Pread
+    };
+    options.lookup_threads = config.lookup_threads;
+    options
 }
 
 /// The option mapping printed at startup.
@@ -65,6 +72,10 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
         ),
         "background: 1 flush thread + 1 compaction thread (fixed)".to_string(),
         format!("verify_checksums={}", options.verify_checksums),
+        format!(
+            "table_read_mode={:?} lookup_threads={}",
+            options.table_read_mode, options.lookup_threads
+        ),
     ]
 }
 
@@ -116,6 +127,10 @@ impl Engine for CairnEngine {
             }
             None => Ok(false),
         }
+    }
+
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<usize> {
+        Ok(self.db.multi_get(keys)?.iter().flatten().count())
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {

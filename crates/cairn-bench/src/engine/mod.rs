@@ -44,6 +44,10 @@ pub struct EngineConfig {
     pub max_immutable_memtables: usize,
     /// Log capacity of `memstore` (MemStore's index is extra).
     pub memstore_capacity: usize,
+    /// cairn: read tables through memory mappings instead of `pread`.
+    pub mmap_reads: bool,
+    /// cairn: threads probing sorted runs concurrently (0: off).
+    pub lookup_threads: usize,
 }
 
 /// The error of a scan on an engine without ordered iteration. The runner skips workloads
@@ -117,6 +121,18 @@ pub trait Engine: Send + Sync {
     }
     /// Copies the value of `key` into `value`; false if absent.
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
+    /// Point reads of all `keys` as one batch; returns how many were found. The default
+    /// reads them one by one (engines with a batch read override it).
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<usize> {
+        let mut value = Vec::new();
+        let mut found = 0;
+        for key in keys {
+            if self.get(key, &mut value)? {
+                found += 1;
+            }
+        }
+        Ok(found)
+    }
     /// Removes `key`.
     fn delete(&self, key: &[u8]) -> Result<()>;
     /// Visits up to `count` entries with key ≥ `start`, ascending; returns how many.

@@ -319,6 +319,9 @@ impl Version {
 
     /// Per run of `level` (newest first), its files intersecting `[lower, upper]`; runs with
     /// none are left out. Each entry is sorted and non-overlapping (one level iterator each).
+    /// Reads use the reference-count-free [`Version::overlapping_run_ranges`]; this owned form
+    /// is for callers that outlive the version (compaction inputs, tests).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn overlapping_runs(
         &self,
         level: usize,
