@@ -137,6 +137,16 @@ struct Args {
     /// 0.5). 1.0, the default here, is random bytes that do not compress.
     #[arg(long = "compression_ratio", default_value_t = 1.0)]
     compression_ratio: f64,
+    /// cairn: read tables through memory mappings (mmap) instead of pread.
+    #[arg(long = "mmap_reads", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
+    mmap_reads: bool,
+    /// cairn: threads probing sorted runs concurrently on a point lookup (0: off).
+    #[arg(long = "lookup_threads", default_value_t = 0)]
+    lookup_threads: usize,
+    /// Keys per batch of multireadrandom.
+    #[arg(long = "multiget_batch", default_value_t = 32)]
+    multiget_batch: usize,
     /// Entries read after each seek in seekrandom.
     #[arg(long = "seek_nexts", default_value_t = 0)]
     seek_nexts: usize,
@@ -429,6 +439,7 @@ fn run(args: Args) -> Result<()> {
         flush_after_load: args.flush_after_load,
         sync_every: args.sync_every,
         probe_placement: args.probe_placement,
+        multiget_batch: args.multiget_batch,
     };
     let memstore_capacity = match args.memstore_capacity {
         0 => auto_memstore_capacity(&params)?,
@@ -449,6 +460,8 @@ fn run(args: Args) -> Result<()> {
         compression: args.compression_type,
         shape: shape_config(&args)?,
         drop_sealed: args.drop_sealed,
+        mmap_reads: args.mmap_reads,
+        lookup_threads: args.lookup_threads,
     };
     if args.drop_sealed && !cfg!(feature = "flodb-variants") {
         return Err(BenchError::new(
@@ -696,6 +709,7 @@ mod tests {
             flush_after_load: true,
             sync_every: 0,
             probe_placement: false,
+            multiget_batch: 8,
         }
     }
 
@@ -715,6 +729,8 @@ mod tests {
             compression: ::cairn::Compression::Zstd,
             shape: ShapeConfig::default(),
             drop_sealed: false,
+            mmap_reads: false,
+            lookup_threads: 0,
         }
     }
 
@@ -781,6 +797,7 @@ mod tests {
         // fillseq writes every key; readrandom on top of later fills finds most of them.
         assert_eq!(by_name("fillseq").ops, 3000);
         assert!(by_name("readrandom").found > 0);
+        assert!(by_name("multireadrandom").found > 0);
         assert_eq!(by_name("readseq").ops, by_name("readseq").ops.min(3000));
         // readwhilewriting measures the readers and counts the writer apart.
         assert_eq!(by_name("readwhilewriting").ops, 2000);

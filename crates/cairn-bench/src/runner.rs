@@ -38,6 +38,8 @@ pub struct Params {
     pub sync_every: u64,
     /// Probe the CPUs' placement around every phase (`placement` module).
     pub probe_placement: bool,
+    /// Keys per batch of `multireadrandom`.
+    pub multiget_batch: usize,
 }
 
 /// What the database holds, carried from one workload to the next in a sequence.
@@ -362,6 +364,22 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
                     rng.gen_range(low..=high)
                 };
                 outcome.keys += plan.engine.scan(&key, count, &mut |_, _| {})? as u64;
+            }
+            Op::MultiRead => {
+                let batch = params.multiget_batch.max(1);
+                let mut keys = vec![key.clone()];
+                for _ in 1..batch {
+                    let mut other = Vec::new();
+                    make_key(uniform.sample(&mut rng, 0), params.key_size, &mut other);
+                    keys.push(other);
+                }
+                let borrowed: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                outcome.found += plan.engine.multi_get(&borrowed)? as u64;
+                outcome.reads += batch as u64;
+                outcome.keys += batch as u64;
+                // Operations (and the --reads budget) count keys, so ops/s compares with
+                // readrandom's; the latency histogram holds one sample per batch.
+                i += batch as u64 - 1;
             }
             Op::Rmw => {
                 outcome.reads += 1;
@@ -847,7 +865,7 @@ pub fn measure(
     if workload
         .mix
         .iter()
-        .any(|(op, _)| *op != Op::Read && *op != Op::Scan)
+        .any(|(op, _)| !matches!(op, Op::Read | Op::Scan | Op::MultiRead))
     {
         state.loaded = true;
     }

@@ -22,6 +22,8 @@ pub enum Op {
     /// in-memory engines' own RMW, and get + put under a lock stripe for RocksDB, LevelDB
     /// and `cairn-striped` (the baseline of cLSM §5.1).
     Rmw,
+    /// Batched point reads (`multi_get`) of `--multiget_batch` uniform random keys.
+    MultiRead,
 }
 
 /// How keys are chosen.
@@ -157,6 +159,13 @@ pub fn catalogue() -> Vec<Workload> {
             name: "readrandom",
             description: "db_bench: --reads point reads of uniform random keys",
             mix: READ,
+            budget: Budget::Reads,
+            ..base.clone()
+        },
+        Workload {
+            name: "multireadrandom",
+            description: "db_bench: --reads point reads of uniform random keys in batches of --multiget_batch (cairn: Db::multi_get)",
+            mix: &[(Op::MultiRead, 1.0)],
             budget: Budget::Reads,
             ..base.clone()
         },

@@ -81,6 +81,7 @@ pub(crate) mod hashindex;
 pub(crate) mod iter;
 pub(crate) mod key;
 pub(crate) mod logmem;
+pub(crate) mod lookup_pool;
 pub(crate) mod membuffer;
 pub(crate) mod memory;
 pub(crate) mod memstore;
@@ -94,8 +95,8 @@ pub use fs::{FaultFs, FileSystem, MemFs, StdFs};
 pub use key::{SequenceNumber, KEY_BYTES_MAX, VALUE_BYTES_MAX};
 pub use memstore::{MemStore, MemStoreOptions, MemStoreStats};
 pub use options::{
-    BloomAllocation, CompactionStyle, Compression, LevelOptions, Options, ReadOptions, WalRecovery,
-    WriteOptions,
+    BloomAllocation, CompactionStyle, Compression, LevelOptions, Options, ReadOptions,
+    TableReadMode, WalRecovery, WriteOptions,
 };
 
 pub(crate) mod batch;

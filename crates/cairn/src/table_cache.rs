@@ -5,15 +5,28 @@
 //! the file is dropped. Two threads racing to open the same file both open it and one copy
 //! wins; that costs a duplicate open, never a wrong answer.
 //!
+//! A point lookup borrows the table from its `FileMeta` ([`TableCache::table_ref`]): the
+//! caller's super version keeps the `FileMeta` alive, so the lookup takes no reference count
+//! and writes no shared memory to reach the table. Tables are opened with `pread` or through a
+//! memory mapping ([`TableReadMode`]); a mapped table is safe because table files are never
+//! truncated or rewritten (see `fs::mapped_read`), and its size is checked against the
+//! MANIFEST here and against its footer by `Table::open`.
+//!
 //! Thread-safety contract: `TableCache` is `Send + Sync`; `LevelIterator` is owned by one thread.
+//!
+//! Invariants:
+//! 1. A table is opened from a file whose size equals the MANIFEST's `size_bytes`.
+//! 2. Once `meta.table` is set, every later call returns that same table.
 
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::compare_internal_keys;
+use crate::lookup_pool::LookupPool;
+use crate::options::TableReadMode;
 use crate::sstable::{BlockCache, Table, TableIterator};
-use crate::version::FileMeta;
+use crate::version::{FileMeta, Version};
 use std::cmp::Ordering;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +38,8 @@ pub struct TableCache {
     directory: PathBuf,
     block_cache: Option<Arc<BlockCache>>,
     verify_checksums: bool,
+    read_mode: TableReadMode,
+    lookup_pool: Option<LookupPool>,
 }
 
 impl TableCache {
@@ -40,16 +55,59 @@ impl TableCache {
             directory,
             block_cache,
             verify_checksums,
+            read_mode: TableReadMode::Pread,
+            lookup_pool: None,
         }
     }
 
-    /// The opened table for `meta`.
-    pub fn table(&self, meta: &FileMeta) -> Result<Arc<Table>> {
-        if let Some(table) = meta.table.get() {
-            return Ok(Arc::clone(table));
+    /// The same opener with a pool of `threads` threads for parallel run probes (none for 0).
+    pub fn with_lookup_threads(mut self, threads: usize) -> Result<Self> {
+        if threads > 0 {
+            let pool = LookupPool::new(threads)
+                .map_err(|error| Error::io("spawn", &self.directory, error))?;
+            self.lookup_pool = Some(pool);
         }
+        Ok(self)
+    }
+
+    /// The pool for parallel run probes, if `lookup_threads` asked for one.
+    pub fn lookup_pool(&self) -> Option<&LookupPool> {
+        self.lookup_pool.as_ref()
+    }
+
+    /// The same opener, reading tables as `read_mode` says.
+    #[must_use]
+    pub fn with_read_mode(mut self, read_mode: TableReadMode) -> Self {
+        self.read_mode = read_mode;
+        self
+    }
+
+    /// The opened table for `meta`, shared (for iterators that outlive the caller's borrow).
+    pub fn table(&self, meta: &FileMeta) -> Result<Arc<Table>> {
+        self.table_ref(meta)?;
+        meta.table.get().cloned().ok_or_else(|| {
+            Error::InvalidArgument(format!("table {} was not kept after open", meta.number))
+        })
+    }
+
+    /// The opened table for `meta`, borrowed from it: no reference count is taken, so a
+    /// point lookup reaches an open table with one atomic load and no shared write.
+    pub fn table_ref<'a>(&self, meta: &'a FileMeta) -> Result<&'a Table> {
+        if let Some(table) = meta.table.get() {
+            return Ok(table);
+        }
+        let table = self.open(meta)?;
+        // A racing opener may have won; either copy is the same immutable table.
+        Ok(meta.table.get_or_init(|| table))
+    }
+
+    /// Opens the table file of `meta` (invariant 1).
+    fn open(&self, meta: &FileMeta) -> Result<Arc<Table>> {
         let path = filename::table_path(&self.directory, meta.number);
-        let file = self.file_system.open_read(&path)?;
+        let file = match self.read_mode {
+            TableReadMode::Pread => self.file_system.open_read(&path)?,
+            TableReadMode::Mmap => self.file_system.open_read_mapped(&path)?,
+        };
         if file.size_bytes() != meta.size_bytes {
             return Err(Error::corruption(
                 &path,
@@ -61,14 +119,12 @@ impl TableCache {
                 ),
             ));
         }
-        let table = Arc::new(Table::open(
+        Ok(Arc::new(Table::open(
             file,
             meta.number,
             self.block_cache.clone(),
             self.verify_checksums,
-        )?);
-        let _ = meta.table.set(Arc::clone(&table));
-        Ok(meta.table.get().cloned().unwrap_or(table))
+        )?))
     }
 
     /// The shared block cache, if any.
@@ -77,10 +133,35 @@ impl TableCache {
     }
 }
 
-/// Iterates the files of one level >= 1 (sorted, non-overlapping) as one sorted stream,
-/// opening each table only when the cursor reaches it.
+/// The files a [`LevelIterator`] walks: its own list, or a range of one level of a version
+/// (one reference count for the whole run, none per file).
+enum LevelFiles {
+    Owned(Vec<Arc<FileMeta>>),
+    Shared {
+        version: Arc<Version>,
+        level: usize,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl LevelFiles {
+    fn files(&self) -> &[Arc<FileMeta>] {
+        match self {
+            LevelFiles::Owned(files) => files,
+            LevelFiles::Shared {
+                version,
+                level,
+                range,
+            } => version.files(*level).get(range.clone()).unwrap_or(&[]),
+        }
+    }
+}
+
+/// Iterates the files of one sorted run (sorted, non-overlapping) as one sorted stream,
+/// opening each table only when the cursor reaches it: creating one opens nothing and takes
+/// at most one reference count, so a short scan pays only for the tables it reaches.
 pub struct LevelIterator {
-    files: Vec<Arc<FileMeta>>,
+    files: LevelFiles,
     tables: Arc<TableCache>,
     index: usize,
     current: Option<TableIterator>,
@@ -94,7 +175,7 @@ impl std::fmt::Debug for LevelIterator {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("LevelIterator")
-            .field("files", &self.files.len())
+            .field("files", &self.files.files().len())
             .field("index", &self.index)
             .finish()
     }
@@ -105,7 +186,29 @@ impl LevelIterator {
     /// the blocks it reads are added to the block cache.
     pub fn new(files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>, fill_cache: bool) -> Self {
         LevelIterator {
-            files,
+            files: LevelFiles::Owned(files),
+            tables,
+            index: 0,
+            current: None,
+            error: None,
+            fill_cache,
+        }
+    }
+
+    /// Iterates files `range` of `level` of `version`, which must form (part of) one run.
+    pub fn over_version(
+        version: Arc<Version>,
+        level: usize,
+        range: std::ops::Range<usize>,
+        tables: Arc<TableCache>,
+        fill_cache: bool,
+    ) -> Self {
+        LevelIterator {
+            files: LevelFiles::Shared {
+                version,
+                level,
+                range,
+            },
             tables,
             index: 0,
             current: None,
@@ -117,7 +220,7 @@ impl LevelIterator {
     fn open(&mut self, index: usize) -> bool {
         self.index = index;
         self.current = None;
-        let Some(meta) = self.files.get(index) else {
+        let Some(meta) = self.files.files().get(index) else {
             return false;
         };
         match self.tables.table(meta) {
@@ -188,7 +291,7 @@ impl InternalIterator for LevelIterator {
 
     fn seek_to_last(&mut self) {
         self.error = None;
-        let Some(last) = self.files.len().checked_sub(1) else {
+        let Some(last) = self.files.files().len().checked_sub(1) else {
             self.current = None;
             return;
         };
@@ -204,6 +307,7 @@ impl InternalIterator for LevelIterator {
         self.error = None;
         let index = self
             .files
+            .files()
             .partition_point(|file| compare_internal_keys(&file.largest, target) == Ordering::Less);
         if self.open(index) {
             if let Some(iterator) = self.current.as_mut() {

@@ -23,7 +23,10 @@ mod common;
 #[path = "common/ops.rs"]
 mod ops;
 
-use cairn::{BloomAllocation, CompactionStyle, Compression, Db, FileSystem, MemFs, Options, StdFs};
+use cairn::{
+    BloomAllocation, CompactionStyle, Compression, Db, FileSystem, MemFs, Options, StdFs,
+    TableReadMode,
+};
 use common::TempDir;
 use ops::{execute, generate, shrink, Op, Outcome, Snapshots};
 use rand::rngs::SmallRng;
@@ -37,6 +40,10 @@ struct OptionSet {
     /// `StdFs` in a temporary directory (else `MemFs`).
     std_fs: bool,
     wal_memory_mapped: bool,
+    /// `pread` or mapped table reads (mapped reads matter on `StdFs` only).
+    table_read_mode: TableReadMode,
+    /// Threads probing runs concurrently (0: sequential probes).
+    lookup_threads: usize,
     write_buffer_size_bytes: usize,
     max_immutable_memtables: usize,
     block_size_bytes: usize,
@@ -65,6 +72,8 @@ impl OptionSet {
         let defaults = Options::default();
         OptionSet {
             std_fs: false,
+            table_read_mode: defaults.table_read_mode,
+            lookup_threads: defaults.lookup_threads,
             wal_memory_mapped: defaults.wal_memory_mapped,
             write_buffer_size_bytes: defaults.write_buffer_size_bytes,
             max_immutable_memtables: defaults.max_immutable_memtables,
@@ -150,6 +159,13 @@ impl OptionSet {
                 rng.gen_range(1..=32),
                 rng.gen_range(0..=2),
             ),
+            // Drawn last so that adding it left the other fields' draws unchanged.
+            table_read_mode: if rng.gen_bool(0.5) {
+                TableReadMode::Mmap
+            } else {
+                TableReadMode::Pread
+            },
+            lookup_threads: [0, 1, 3][rng.gen_range(0..3)],
         }
     }
 
@@ -183,6 +199,8 @@ impl OptionSet {
             options.membuffer_partitions,
             options.membuffer_drainers,
         ) = self.membuffer;
+        options.table_read_mode = self.table_read_mode;
+        options.lookup_threads = self.lookup_threads;
         options
     }
 }

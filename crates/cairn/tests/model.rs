@@ -197,6 +197,14 @@ fn tiny_options(fs: &FaultFs) -> Options {
     common::shaped(options)
 }
 
+/// `tiny`, with mapped table reads and run probes on a pool of two threads.
+fn tiny_mmap_parallel_options(fs: &FaultFs) -> Options {
+    let mut options = tiny_options(fs);
+    options.table_read_mode = cairn::TableReadMode::Mmap;
+    options.lookup_threads = 2;
+    options
+}
+
 fn default_options(fs: &FaultFs) -> Options {
     let mut options = Options::default();
     options.file_system = Arc::new(fs.clone());
@@ -261,6 +269,11 @@ fn model_tiny_under_lazy_leveling() {
 }
 
 #[test]
+fn model_tiny_with_mmap_and_parallel_lookups() {
+    check_option_set("tiny-mmap-parallel", &tiny_mmap_parallel_options);
+}
+
+#[test]
 fn model_default_options() {
     check_option_set("default", &default_options);
 }
@@ -311,10 +324,7 @@ fn tiny_membuffer_takes_writes_and_drains() {
             )
             .unwrap();
         }
-        let scanned = db
-            .range::<[u8], _>(..)
-            .unwrap()
-            .count();
+        let scanned = db.range::<[u8], _>(..).unwrap().count();
         assert_eq!(scanned, 500);
     }
     for key in 0..500u32 {

@@ -2,7 +2,7 @@
 
 use super::{Engine, EngineConfig};
 use crate::error::Result;
-use cairn::{Db, LevelOptions, Options, ReadOptions, WriteOptions};
+use cairn::{Db, LevelOptions, Options, ReadOptions, TableReadMode, WriteOptions};
 use std::path::Path;
 
 /// A cairn database.
@@ -58,6 +58,12 @@ fn options(config: &EngineConfig, name: &str) -> Options {
         options.membuffer_simple_insert = name == "cairn-simpleinsert";
         options.drop_sealed_memtables = config.drop_sealed;
     }
+    options.table_read_mode = if config.mmap_reads {
+        TableReadMode::Mmap
+    } else {
+        TableReadMode::Pread
+    };
+    options.lookup_threads = config.lookup_threads;
     options
 }
 
@@ -118,6 +124,10 @@ pub fn mapping_for(name: &str, config: &EngineConfig) -> Vec<String> {
             options.membuffer_partitions,
             config.drop_sealed
         ),
+        format!(
+            "table_read_mode={:?} lookup_threads={}",
+            options.table_read_mode, options.lookup_threads
+        ),
     ]
 }
 
@@ -171,6 +181,10 @@ impl Engine for CairnEngine {
             }
             None => Ok(false),
         }
+    }
+
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<usize> {
+        Ok(self.db.multi_get(keys)?.iter().flatten().count())
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {

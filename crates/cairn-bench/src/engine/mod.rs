@@ -52,6 +52,10 @@ pub struct EngineConfig {
     /// cairn only, feature `flodb-variants`: drop sealed memtables instead of flushing them
     /// (FloDB Fig. 17: the memory component alone).
     pub drop_sealed: bool,
+    /// cairn: read tables through memory mappings instead of `pread`.
+    pub mmap_reads: bool,
+    /// cairn: threads probing sorted runs concurrently (0: off).
+    pub lookup_threads: usize,
 }
 
 /// Reports carry the compression by name (`Compression` has no serde support).
@@ -179,6 +183,18 @@ pub trait Engine: Send + Sync {
     }
     /// Copies the value of `key` into `value`; false if absent.
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
+    /// Point reads of all `keys` as one batch; returns how many were found. The default
+    /// reads them one by one (engines with a batch read override it).
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<usize> {
+        let mut value = Vec::new();
+        let mut found = 0;
+        for key in keys {
+            if self.get(key, &mut value)? {
+                found += 1;
+            }
+        }
+        Ok(found)
+    }
     /// Removes `key`.
     fn delete(&self, key: &[u8]) -> Result<()>;
     /// Visits up to `count` entries with key ≥ `start`, ascending; returns how many.

@@ -47,23 +47,25 @@ mod checkpoint;
 mod compact;
 mod flush;
 mod inner;
+mod multi_get;
 mod open;
+mod parallel_get;
 mod read;
 mod rmw;
+mod scans;
 mod super_version;
 #[cfg(all(test, not(loom)))]
 mod tests;
 mod write;
 
 use crate::batch::WriteBatch;
-use crate::db_iter::{DbIterator, RangeIter};
 use crate::error::Result;
 use crate::key::SequenceNumber;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::Stats;
 use inner::{lock, DbInner};
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -361,6 +363,26 @@ impl Db {
         self.inner.get(key.as_ref(), None)
     }
 
+    /// The values of several keys in the latest state, in the order given (`None` for a key
+    /// that is absent). All answers come from one consistent state, as if read at one
+    /// instant. Cheaper than one `get` per key when many keys miss the memory component:
+    /// the keys are sorted and each table is visited once for all the keys in its range,
+    /// so keys sharing a data block share its read.
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put(b"a", b"1")?;
+    /// db.put(b"c", b"3")?;
+    /// db.flush()?;
+    /// let keys: [&[u8]; 3] = [b"c", b"b", b"a"];
+    /// let values = db.multi_get(&keys)?;
+    /// assert_eq!(values, vec![Some(b"3".to_vec()), None, Some(b"1".to_vec())]);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get(keys, None)
+    }
+
     /// Sets `key` to `value` until `expiry`: from then on the key reads as absent (from
     /// `get`, `get_at`, iterators and read-modify-write alike, hiding any older value), and
     /// compaction drops it. Expiry is measured with the system clock.
@@ -630,159 +652,6 @@ impl Db {
                 "the snapshot was taken from another database".into(),
             ))
         }
-    }
-
-    /// A seekable cursor (the low-level form of [`Db::range`]) over the latest state, or
-    /// `options.snapshot`, bounded to `[lower, upper)`.
-    ///
-    /// ```
-    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
-    /// db.put("a", "1")?;
-    /// db.put("c", "3")?;
-    /// let mut cursor = db.cursor(&cairn::ReadOptions::default(), None, None)?;
-    /// cursor.seek(b"b");
-    /// assert_eq!((cursor.valid(), cursor.key()), (true, &b"c"[..]));
-    /// # Ok::<(), cairn::Error>(())
-    /// ```
-    pub fn cursor(
-        &self,
-        options: &ReadOptions,
-        lower: Option<&[u8]>,
-        upper: Option<&[u8]>,
-    ) -> Result<DbIterator> {
-        if let Some(snapshot) = &options.snapshot {
-            self.snapshot_sequence(snapshot)?;
-        }
-        self.inner
-            .iterator(options, options.snapshot.as_ref(), lower, upper)
-    }
-
-    /// Every key-value pair, ascending (`.rev()` for descending).
-    ///
-    /// ```
-    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
-    /// db.put("b", "2")?;
-    /// db.put("a", "1")?;
-    /// let keys: Vec<Vec<u8>> = db.iter()?.map(|pair| pair.map(|(key, _)| key)).collect::<Result<_, _>>()?;
-    /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
-    /// # Ok::<(), cairn::Error>(())
-    /// ```
-    pub fn iter(&self) -> Result<RangeIter> {
-        self.range_with::<[u8], _>(&ReadOptions::default(), ..)
-    }
-
-    /// The key-value pairs in `range`, in key order; the iterator is double-ended, so
-    /// `.rev()` scans descending and both ends may be consumed alternately.
-    ///
-    /// ```
-    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
-    /// for key in ["a", "b", "c", "d"] {
-    ///     db.put(key, "v")?;
-    /// }
-    /// let keys: Vec<Vec<u8>> = db.range("b".."d")?.map(|pair| pair.map(|(key, _)| key)).collect::<Result<_, _>>()?;
-    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
-    /// let last = db.range("b"..)?.rev().next().transpose()?;
-    /// assert_eq!(last.map(|(key, _)| key), Some(b"d".to_vec()));
-    /// # Ok::<(), cairn::Error>(())
-    /// ```
-    pub fn range<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Result<RangeIter> {
-        self.range_with(&ReadOptions::default(), range)
-    }
-
-    /// [`Db::range`] with read options (a snapshot, cache use).
-    ///
-    /// ```
-    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
-    /// db.put("a", "1")?;
-    /// let mut options = cairn::ReadOptions::default();
-    /// options.fill_cache = false;
-    /// assert_eq!(db.range_with(&options, "a"..="a")?.count(), 1);
-    /// # Ok::<(), cairn::Error>(())
-    /// ```
-    pub fn range_with<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(
-        &self,
-        options: &ReadOptions,
-        range: R,
-    ) -> Result<RangeIter> {
-        let (lower, upper) = RangeIter::cursor_bounds(
-            bound_bytes(range.start_bound()),
-            bound_bytes(range.end_bound()),
-        );
-        let cursor = self.cursor(options, lower.as_deref(), upper.as_deref())?;
-        Ok(RangeIter::new(cursor))
-    }
-
-    /// [`Db::range`] as of `snapshot`.
-    ///
-    /// ```
-    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
-    /// db.put("a", "1")?;
-    /// let snapshot = db.snapshot();
-    /// db.put("b", "2")?;
-    /// assert_eq!(db.range_at(&snapshot, "a"..)?.count(), 1);
-    /// # Ok::<(), cairn::Error>(())
-    /// ```
-    pub fn range_at<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(
-        &self,
-        snapshot: &Snapshot,
-        range: R,
-    ) -> Result<RangeIter> {
-        let options = ReadOptions {
-            snapshot: Some(snapshot.clone()),
-            ..ReadOptions::default()
-        };
-        self.range_with(&options, range)
-    }
-
-    /// The key-value pairs whose key starts with `prefix`, in key order (double-ended).
-    ///
-    /// ```
-    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
-    /// for key in ["user:1", "user:2", "users", "video:1"] {
-    ///     db.put(key, "")?;
-    /// }
-    /// assert_eq!(db.prefix("user:")?.count(), 2);
-    /// assert_eq!(db.prefix("user")?.rev().next().transpose()?.map(|(key, _)| key), Some(b"users".to_vec()));
-    /// # Ok::<(), cairn::Error>(())
-    /// ```
-    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<RangeIter> {
-        self.prefix_with(&ReadOptions::default(), prefix)
-    }
-
-    /// [`Db::prefix`] with read options (a snapshot, cache use).
-    ///
-    /// ```
-    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
-    /// db.put("p1", "")?;
-    /// assert_eq!(db.prefix_with(&cairn::ReadOptions::default(), "p")?.count(), 1);
-    /// # Ok::<(), cairn::Error>(())
-    /// ```
-    pub fn prefix_with(
-        &self,
-        options: &ReadOptions,
-        prefix: impl AsRef<[u8]>,
-    ) -> Result<RangeIter> {
-        let prefix = prefix.as_ref();
-        let upper = crate::db_iter::prefix_successor(prefix);
-        let cursor = self.cursor(options, Some(prefix), upper.as_deref())?;
-        Ok(RangeIter::new(cursor))
-    }
-
-    /// [`Db::prefix`] as of `snapshot`.
-    ///
-    /// ```
-    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
-    /// let snapshot = db.snapshot();
-    /// db.put("p1", "")?;
-    /// assert_eq!(db.prefix_at(&snapshot, "p")?.count(), 0);
-    /// # Ok::<(), cairn::Error>(())
-    /// ```
-    pub fn prefix_at(&self, snapshot: &Snapshot, prefix: impl AsRef<[u8]>) -> Result<RangeIter> {
-        let options = ReadOptions {
-            snapshot: Some(snapshot.clone()),
-            ..ReadOptions::default()
-        };
-        self.prefix_with(&options, prefix)
     }
 
     /// Seals the active write buffer (if not empty) and waits until every sealed buffer is

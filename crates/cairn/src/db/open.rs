@@ -78,12 +78,16 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     let (lock, mut versions) = open_directory(directory, &file_system, &options)?;
     let block_cache = (options.block_cache_size_bytes > 0)
         .then(|| Arc::new(BlockCache::new(options.block_cache_size_bytes)));
-    let table_cache = Arc::new(TableCache::new(
-        Arc::clone(&file_system),
-        directory.to_path_buf(),
-        block_cache,
-        options.verify_checksums,
-    ));
+    let table_cache = Arc::new(
+        TableCache::new(
+            Arc::clone(&file_system),
+            directory.to_path_buf(),
+            block_cache,
+            options.verify_checksums,
+        )
+        .with_read_mode(options.table_read_mode)
+        .with_lookup_threads(options.lookup_threads)?,
+    );
     let table_options = TableOptions::from(&options);
     let replay = replay_wals(directory, file_system.as_ref(), &mut versions, &options)?;
     let last_sequence = replay.last_sequence;

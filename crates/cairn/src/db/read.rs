@@ -135,18 +135,24 @@ impl DbInner {
     ) -> Result<Option<OwnedVersion>> {
         let lookup = internal_key(key, sequence, ValueKind::SEEK);
         let version = &super_version.version;
+        if let Some(pool) = self.table_cache.lookup_pool() {
+            let candidates = Self::lookup_candidates(version, key);
+            if candidates.len() >= 2 {
+                return self.tables_version_parallel(pool, &candidates, &lookup);
+            }
+        }
         for file in version.files(0) {
             if !file.overlaps(Some(key), Some(key)) {
                 continue;
             }
-            let table = self.table_cache.table(file)?;
+            let table = self.table_cache.table_ref(file)?;
             if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
                 return Ok(Some(owned_version(found_sequence, kind, &value)));
             }
         }
         for level in 1..version.level_count() {
             for file in version.find_files(level, key) {
-                let table = self.table_cache.table(file)?;
+                let table = self.table_cache.table_ref(file)?;
                 if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
                     return Ok(Some(owned_version(found_sequence, kind, &value)));
                 }
@@ -177,18 +183,15 @@ impl DbInner {
             }
         };
         let mut children: Vec<Box<dyn InternalIterator>> = super_version.memory.iterators();
+        // Every run (each level-0 file is one) becomes a lazy level iterator: nothing is
+        // opened until the merge seeks, and a run costs one reference count, not one per file.
         let version = &super_version.version;
-        for file in version.files(0) {
-            if file.overlaps(lower, upper) {
-                children.push(Box::new(
-                    self.table_cache.table(file)?.iter_with(options.fill_cache),
-                ));
-            }
-        }
-        for level in 1..version.level_count() {
-            for files in version.overlapping_runs(level, lower, upper) {
-                children.push(Box::new(LevelIterator::new(
-                    files,
+        for level in 0..version.level_count() {
+            for range in version.overlapping_run_ranges(level, lower, upper) {
+                children.push(Box::new(LevelIterator::over_version(
+                    Arc::clone(version),
+                    level,
+                    range,
                     Arc::clone(&self.table_cache),
                     options.fill_cache,
                 )));

@@ -27,6 +27,8 @@
 pub mod fault;
 #[cfg(target_os = "linux")]
 pub(crate) mod mapped;
+#[cfg(target_os = "linux")]
+pub(crate) mod mapped_read;
 mod mem;
 mod std;
 
@@ -116,6 +118,13 @@ pub trait FileSystem: Send + Sync + Debug {
     }
     /// Opens `path` for positional reads.
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens `path` for positional reads through a memory mapping where the implementation
+    /// has one (a read is then a copy from the page cache instead of a `pread(2)`). The caller
+    /// promises that the file is never truncated or rewritten while open (a mapped page past
+    /// a new end would fault). The default is `open_read`.
+    fn open_read_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_read(path)
+    }
     /// Reads a whole (small) file.
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
         let file = self.open_read(path)?;

@@ -179,6 +179,13 @@ impl FileSystem for StdFs {
         }))
     }
 
+    #[cfg(target_os = "linux")]
+    fn open_read_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        Ok(Arc::new(super::mapped_read::MappedRandomAccessFile::open(
+            path,
+        )?))
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         std::fs::rename(from, to).map_err(|error| Error::io("rename", from, error))
     }

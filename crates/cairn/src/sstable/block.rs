@@ -10,7 +10,9 @@
 //!
 //! Thread-safety contract: [`BlockBuilder`] is owned by one table builder. A [`Block`] is
 //! immutable after construction and shared (`Arc`) between the block cache and any number of
-//! iterators on any threads. A [`BlockIterator`] is owned by one thread.
+//! iterators on any threads. A [`BlockIterator`] is owned by one thread; it holds its block by
+//! `Arc` (iterators that outlive a lookup) or by reference ([`Block::iter_ref`]: point lookups,
+//! which must not write a shared reference count).
 //!
 //! Invariants:
 //! 1. Keys are internal keys in strictly increasing [`compare_internal_keys`] order (debug-asserted
@@ -33,6 +35,7 @@ use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key};
 use std::cmp::Ordering;
 use std::fmt;
+use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -249,6 +252,11 @@ impl Block {
         BlockIterator::new(Arc::clone(self))
     }
 
+    /// An unpositioned iterator borrowing the block (no reference count taken).
+    pub fn iter_ref(&self) -> BlockIterator<&Block> {
+        BlockIterator::new(self)
+    }
+
     fn restart_point(&self, index: usize) -> usize {
         coding::get_u32(&self.data, self.data_end + index * 4)
             .map_or(self.data_end, |offset| offset as usize)
@@ -295,9 +303,9 @@ struct RawEntry {
     value: (usize, usize),
 }
 
-/// A cursor over one block; holds the block alive.
-pub struct BlockIterator {
-    block: Arc<Block>,
+/// A cursor over one block; holds the block alive (`B` is `Arc<Block>` or `&Block`).
+pub struct BlockIterator<B: Deref<Target = Block> = Arc<Block>> {
+    block: B,
     /// Offset of the current entry; `data_end` when not positioned.
     current: usize,
     /// Offset of the entry after the current one.
@@ -309,20 +317,20 @@ pub struct BlockIterator {
     error: Option<Error>,
 }
 
-impl fmt::Debug for BlockIterator {
+impl<B: Deref<Target = Block>> fmt::Debug for BlockIterator<B> {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct("BlockIterator")
-            .field("block", &self.block)
+            .field("block", &*self.block)
             .field("current", &self.current)
             .field("error", &self.error)
             .finish()
     }
 }
 
-impl BlockIterator {
+impl<B: Deref<Target = Block>> BlockIterator<B> {
     /// An unpositioned iterator over `block`.
-    pub fn new(block: Arc<Block>) -> Self {
+    pub fn new(block: B) -> Self {
         let data_end = block.data_end;
         let restart_count = block.restart_count;
         BlockIterator {
@@ -406,7 +414,7 @@ impl BlockIterator {
     }
 }
 
-impl InternalIterator for BlockIterator {
+impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIterator<B> {
     fn valid(&self) -> bool {
         self.error.is_none() && self.current < self.block.data_end
     }

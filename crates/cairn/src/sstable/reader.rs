@@ -7,13 +7,20 @@
 //! are read on demand through the optional shared [`BlockCache`], verified when
 //! `verify_checksums` is set.
 //!
+//! A point lookup writes no shared memory on a cache hit: the index and the cached block are
+//! searched through borrowed iterators (no `Arc` clone), the cache hit takes no lock, and the
+//! filter-skip counter is striped.
+//!
 //! Thread-safety contract: `Table` is `Send + Sync`; `get` and `iter` may run from many threads
-//! at once (file reads are positional, the cache is internally locked, statistics are relaxed
-//! atomics). A [`TableIterator`] is owned by one thread and holds the table (`Arc<Table>`) and
+//! at once (file reads are positional or copies out of a read-only mapping, statistics are
+//! striped relaxed counters). A [`TableIterator`] is owned by one thread and holds the table (`Arc<Table>`) and
 //! its current blocks (`Arc<Block>`) alive.
 //!
-//! Invariants: every error found in the file is an `Error::Corruption` naming the file path and
-//! the byte offset; no input bytes can make these functions panic.
+//! Invariants:
+//! 1. Every error found in the file is an `Error::Corruption` naming the file path and the byte
+//!    offset; no input bytes can make these functions panic.
+//! 2. An open table's file size is the one its footer describes: the last metadata block ends
+//!    exactly where the footer starts (checked at open).
 
 use super::block::{Block, BlockIterator, BlockOrigin};
 use super::bloom::BloomFilter;
@@ -24,10 +31,10 @@ use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber, ValueKind};
+use crate::sync::StripedCounter;
 use std::cmp::Ordering;
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// An open `SSTable`.
@@ -42,7 +49,9 @@ pub struct Table {
     filter: Option<BloomFilter>,
     properties: TableProperties,
     size_bytes: u64,
-    filter_skips: AtomicU64,
+    /// Striped: a Bloom negative is the hottest path of a lookup that misses, and one shared
+    /// counter line would bounce between every reading core.
+    filter_skips: StripedCounter,
 }
 
 impl fmt::Debug for Table {
@@ -89,7 +98,7 @@ impl Table {
             filter,
             properties,
             size_bytes,
-            filter_skips: AtomicU64::new(0),
+            filter_skips: StripedCounter::default(),
         })
     }
 
@@ -104,27 +113,95 @@ impl Table {
 
     /// [`Self::get`], choosing whether a data block read from disk is added to the cache.
     pub fn get_with(&self, lookup_key: &[u8], fill_cache: bool) -> Result<TableGet> {
-        let Some(lookup) = parse_internal_key(lookup_key) else {
-            return Err(Error::InvalidArgument(format!(
-                "lookup key of {} bytes is not an internal key",
-                lookup_key.len()
-            )));
+        let user_key = self.lookup_user_key(lookup_key)?;
+        if !self.filter_allows(user_key) {
+            return Ok(None);
+        }
+        let Some(handle) = self.index_lookup(lookup_key)? else {
+            return Ok(None);
         };
-        if let Some(filter) = &self.filter {
-            if !filter.may_contain(lookup.user_key) {
-                self.filter_skips.fetch_add(1, AtomicOrdering::Relaxed);
-                return Ok(None);
+        // A cache hit is searched in place: no lock, no reference count.
+        if let Some(cache) = &self.cache {
+            let found = cache.with_block(self.cache_id, handle.offset, |block| {
+                self.find_in_block(block, handle, lookup_key, user_key)
+            });
+            if let Some(found) = found {
+                return found;
             }
         }
-        let mut index = self.index.iter();
+        let block = self.load_data_block(handle, fill_cache)?;
+        self.find_in_block(&block, handle, lookup_key, user_key)
+    }
+
+    /// Point lookups of several keys at once (`multi_get`): one answer per key, as
+    /// [`Self::get_with`] would give. Consecutive keys whose fence pointers land in the same
+    /// data block share one block read (one cache lookup or one file read); callers sort the
+    /// keys in internal-key order so that keys of one block are consecutive.
+    pub fn get_batch(&self, lookup_keys: &[&[u8]], fill_cache: bool) -> Result<Vec<TableGet>> {
+        let mut answers = Vec::with_capacity(lookup_keys.len());
+        let mut current: Option<(BlockHandle, Arc<Block>)> = None;
+        for lookup_key in lookup_keys {
+            let user_key = self.lookup_user_key(lookup_key)?;
+            if !self.filter_allows(user_key) {
+                answers.push(None);
+                continue;
+            }
+            let Some(handle) = self.index_lookup(lookup_key)? else {
+                answers.push(None);
+                continue;
+            };
+            let block = match current.take() {
+                Some((held, block)) if held == handle => block,
+                _ => self.read_data_block(handle, fill_cache)?,
+            };
+            answers.push(self.find_in_block(&block, handle, lookup_key, user_key)?);
+            current = Some((handle, block));
+        }
+        Ok(answers)
+    }
+
+    /// The user key of an internal seek key, or an error if it is not one.
+    fn lookup_user_key<'k>(&self, lookup_key: &'k [u8]) -> Result<&'k [u8]> {
+        match parse_internal_key(lookup_key) {
+            Some(lookup) => Ok(lookup.user_key),
+            None => Err(Error::InvalidArgument(format!(
+                "lookup key of {} bytes is not an internal key",
+                lookup_key.len()
+            ))),
+        }
+    }
+
+    /// False if the Bloom filter proves `user_key` absent (counted in `filter_skips`).
+    fn filter_allows(&self, user_key: &[u8]) -> bool {
+        match &self.filter {
+            Some(filter) if !filter.may_contain(user_key) => {
+                self.filter_skips.add(1);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// The handle of the one data block that may hold `lookup_key` (fence-pointer search).
+    fn index_lookup(&self, lookup_key: &[u8]) -> Result<Option<BlockHandle>> {
+        let mut index = self.index.iter_ref();
         index.seek(lookup_key);
         if !index.valid() {
             index.status()?;
             return Ok(None);
         }
-        let handle = self.decode_index_value(index.value())?;
-        let block = self.read_data_block(handle, fill_cache)?;
-        let mut iter = block.iter();
+        self.decode_index_value(index.value()).map(Some)
+    }
+
+    /// The first entry of `block` at or after `lookup_key`, if it is a version of `user_key`.
+    fn find_in_block(
+        &self,
+        block: &Block,
+        handle: BlockHandle,
+        lookup_key: &[u8],
+        user_key: &[u8],
+    ) -> Result<TableGet> {
+        let mut iter = block.iter_ref();
         iter.seek(lookup_key);
         if !iter.valid() {
             iter.status()?;
@@ -135,7 +212,7 @@ impl Table {
             ));
         }
         match parse_internal_key(iter.key()) {
-            Some(found) if found.user_key == lookup.user_key => {
+            Some(found) if found.user_key == user_key => {
                 Ok(Some((found.sequence, found.kind, iter.value().to_vec())))
             }
             _ => Ok(None),
@@ -202,7 +279,7 @@ impl Table {
     #[cfg(any(test, feature = "testing"))]
     /// Point lookups answered by the filter alone (statistics).
     pub fn filter_skips(&self) -> u64 {
-        self.filter_skips.load(AtomicOrdering::Relaxed)
+        self.filter_skips.get()
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -228,6 +305,11 @@ impl Table {
                 return Ok(block);
             }
         }
+        self.load_data_block(handle, fill_cache)
+    }
+
+    /// The data block at `handle`, read from the file (and cached if `fill_cache`).
+    fn load_data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
         let contents = read_block_contents(self.file.as_ref(), handle, self.verify_checksums)?;
         let block = Arc::new(Block::new(
             contents.data,
@@ -264,8 +346,26 @@ fn read_footer(file: &dyn RandomAccessFile, path: &Arc<Path>) -> Result<(Footer,
     Ok((footer, footer_offset))
 }
 
-/// Open step 2: every metadata block (with its trailer) must end before the footer.
+/// Open step 2: every metadata block (with its trailer) must end before the footer, and the
+/// last one exactly at it (the builder writes the footer right after the metadata): the file's
+/// size is the one its footer describes, so a table cut short or grown is refused at open, and
+/// a mapped read never reaches past what was written.
 fn check_metadata_handles(footer: &Footer, footer_offset: u64, path: &Arc<Path>) -> Result<()> {
+    let metadata_end = [footer.index, footer.filter, footer.properties]
+        .iter()
+        .filter_map(BlockHandle::end_with_trailer)
+        .max()
+        .unwrap_or(0);
+    if metadata_end != footer_offset {
+        return Err(Error::corruption(
+            path.as_ref(),
+            footer_offset,
+            format!(
+                "file of {} bytes does not match its footer (metadata ends at {metadata_end})",
+                footer_offset + FOOTER_BYTES as u64
+            ),
+        ));
+    }
     for (name, handle) in [
         ("index", footer.index),
         ("filter", footer.filter),

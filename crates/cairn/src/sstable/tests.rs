@@ -438,6 +438,16 @@ fn truncated_and_foreign_files_are_corruption() {
     assert!(read_everything(&fs, path, true, &entries)
         .unwrap_err()
         .is_corruption());
+    // Grown by a copy of its own (valid) footer: the size no longer matches the footer.
+    let mut grown = original.clone();
+    grown.extend_from_slice(&[0; 100]);
+    grown.extend_from_slice(&original[original.len() - 64..]);
+    fs.set_file_contents(path, grown);
+    let error = open(&fs, path, None, true).unwrap_err();
+    assert!(
+        error.to_string().contains("does not match its footer"),
+        "{error}"
+    );
 }
 
 #[test]

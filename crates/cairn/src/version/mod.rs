@@ -162,6 +162,17 @@ impl<'a> Run<'a> {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> &'a [Arc<FileMeta>] {
+        self.files
+            .get(self.overlapping_range(lower, upper))
+            .unwrap_or(&[])
+    }
+
+    /// The indexes (into [`Run::files`]) of [`Run::overlapping_files`].
+    pub fn overlapping_range(
+        &self,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> std::ops::Range<usize> {
         let start = lower.map_or(0, |lower| {
             self.files
                 .partition_point(|file| file.largest_user_key() < lower)
@@ -170,7 +181,7 @@ impl<'a> Run<'a> {
             self.files
                 .partition_point(|file| file.smallest_user_key() <= upper)
         });
-        self.files.get(start..end.max(start)).unwrap_or(&[])
+        start..end.max(start)
     }
 
     /// Checks invariant 2 on this run.
@@ -351,6 +362,9 @@ impl Version {
 
     /// Per run of `level` (newest first), its files intersecting `[lower, upper]`; runs with
     /// none are left out. Each entry is sorted and non-overlapping (one level iterator each).
+    /// Reads use the reference-count-free [`Version::overlapping_run_ranges`]; this owned form
+    /// is for callers that outlive the version (compaction inputs, tests).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn overlapping_runs(
         &self,
         level: usize,
@@ -361,6 +375,26 @@ impl Version {
             .map(|run| run.overlapping_files(lower, upper).to_vec())
             .filter(|files| !files.is_empty())
             .collect()
+    }
+
+    /// Like [`Version::overlapping_runs`], as index ranges into [`Version::files`]`(level)`:
+    /// describing the runs takes no reference count, however many files they hold.
+    pub fn overlapping_run_ranges(
+        &self,
+        level: usize,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Vec<std::ops::Range<usize>> {
+        let mut run_start = 0;
+        let mut ranges = Vec::new();
+        for run in self.runs(level) {
+            let range = run.overlapping_range(lower, upper);
+            if !range.is_empty() {
+                ranges.push(run_start + range.start..run_start + range.end);
+            }
+            run_start += run.files().len();
+        }
+        ranges
     }
 
     /// The files of `level` that may hold `key`, at most one per run, newest run first: a

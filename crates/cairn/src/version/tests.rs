@@ -135,9 +135,22 @@ fn write_table(fs: &MemFs, number: u64, entries: &[(&[u8], u64, &[u8])]) -> Arc<
     ))
 }
 
+/// Every entry of `iterator`, forward, as (user key, sequence).
+fn user_keys_and_sequences(
+    iterator: &mut dyn crate::iter::InternalIterator,
+) -> Vec<(Vec<u8>, u64)> {
+    crate::iter::test_support::collect_forward(iterator)
+        .unwrap()
+        .into_iter()
+        .map(|(key, _)| {
+            let parsed = crate::key::parse_internal_key(&key).unwrap();
+            (parsed.user_key.to_vec(), parsed.sequence)
+        })
+        .collect()
+}
+
 #[test]
 fn two_runs_in_one_level_are_read_newest_run_first_and_merged() {
-    use crate::iter::test_support::collect_forward;
     use crate::iter::{InternalIterator, MergingIterator};
     use crate::table_cache::{LevelIterator, TableCache};
     let fs = Arc::new(MemFs::new());
@@ -190,14 +203,7 @@ fn two_runs_in_one_level_are_read_newest_run_first_and_merged() {
         })
         .collect();
     let mut merged = MergingIterator::new(children);
-    let seen: Vec<(Vec<u8>, u64)> = collect_forward(&mut merged)
-        .unwrap()
-        .into_iter()
-        .map(|(key, _)| {
-            let parsed = crate::key::parse_internal_key(&key).unwrap();
-            (parsed.user_key.to_vec(), parsed.sequence)
-        })
-        .collect();
+    let seen = user_keys_and_sequences(&mut merged);
     let expected: Vec<(Vec<u8>, u64)> = [
         (&b"a"[..], 1),
         (b"b", 20),
@@ -211,6 +217,38 @@ fn two_runs_in_one_level_are_read_newest_run_first_and_merged() {
     .map(|(key, sequence)| (key.to_vec(), *sequence))
     .collect();
     assert_eq!(seen, expected);
+
+    // The reference-count-free ranges name the same files, and lazy level iterators over
+    // the shared version yield the same stream.
+    let ranges = version.overlapping_run_ranges(1, Some(b"b"), Some(b"d"));
+    let numbers = |files: &[Arc<FileMeta>]| files.iter().map(|f| f.number).collect::<Vec<_>>();
+    assert_eq!(
+        ranges
+            .iter()
+            .map(|range| numbers(&version.files(1)[range.clone()]))
+            .collect::<Vec<_>>(),
+        runs.iter().map(|files| numbers(files)).collect::<Vec<_>>()
+    );
+    assert!(version
+        .overlapping_run_ranges(1, Some(b"y"), None)
+        .is_empty());
+    let shared = Arc::new(version);
+    let children: Vec<Box<dyn InternalIterator>> = shared
+        .overlapping_run_ranges(1, None, None)
+        .into_iter()
+        .map(|range| {
+            Box::new(LevelIterator::over_version(
+                Arc::clone(&shared),
+                1,
+                range,
+                Arc::clone(&tables),
+                false,
+            )) as Box<dyn InternalIterator>
+        })
+        .collect();
+    let mut merged = MergingIterator::new(children);
+    let lazy = user_keys_and_sequences(&mut merged);
+    assert_eq!(lazy, expected);
 }
 
 #[test]

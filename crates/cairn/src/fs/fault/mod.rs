@@ -394,6 +394,17 @@ impl FileSystem for FaultFs {
         }))
     }
 
+    fn open_read_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let state = self.begin("open", path, false)?;
+        drop(state);
+        let inner = self.inner.open_read_mapped(path)?;
+        Ok(Arc::new(FaultRandomAccessFile {
+            state: Arc::clone(&self.state),
+            inner,
+            path: path.to_path_buf(),
+        }))
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut state = self.begin("rename", from, true)?;
         self.inner.rename(from, to)?;
