@@ -288,7 +288,7 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         }
         Command::Delete { db, format, key } => {
             let key = format.parse(&key)?;
-            open::open_for_write(&db.db, false, Options::default())?.delete(&key)?;
+            open::open_existing(&db.db)?.delete(&key)?;
         }
         Command::Scan {
             db,
@@ -318,7 +318,7 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             writeln!(out, "{}", stats.to_string().trim_end())?;
         }
         Command::Compact { db } => {
-            let db = open::open_for_write(&db.db, false, Options::default())?;
+            let db = open::open_existing(&db.db)?;
             db.flush()?;
             db.compact_range(None, None)?;
         }

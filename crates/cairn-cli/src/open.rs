@@ -103,8 +103,8 @@ pub fn open_for_read(dir: &Path) -> Result<Db, Failure> {
     Ok(Db::open(dir, options)?)
 }
 
-/// Opens `dir` for writing; creates the database only when `create` is set (`--create`, and
-/// the shell), and then only in a missing or empty directory.
+/// Opens `dir` for writing (`put`, and the shell); creates the database only when `create`
+/// is set (`put --create`, and the shell), and then only in a missing or empty directory.
 pub fn open_for_write(dir: &Path, create: bool, mut options: Options) -> Result<Db, Failure> {
     if create {
         inspect_dir(dir)?;
@@ -112,6 +112,15 @@ pub fn open_for_write(dir: &Path, create: bool, mut options: Options) -> Result<
         require_database(dir, "; pass --create to create one")?;
     }
     options.create_if_missing = create;
+    Ok(Db::open(dir, options)?)
+}
+
+/// Opens the database in `dir` for a command that changes but never creates one (`delete`,
+/// `compact`).
+pub fn open_existing(dir: &Path) -> Result<Db, Failure> {
+    require_database(dir, "")?;
+    let mut options = Options::default();
+    options.create_if_missing = false;
     Ok(Db::open(dir, options)?)
 }
 
