@@ -44,6 +44,9 @@ pub mod table;
 pub mod verify;
 pub mod wal;
 
+#[cfg(test)]
+mod tests;
+
 use crate::key::{parse_internal_key, ValueKind};
 
 /// What an entry does to its key.

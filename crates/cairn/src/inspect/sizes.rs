@@ -35,6 +35,11 @@ fn meets(smallest: &[u8], largest: &[u8], from: Option<&[u8]>, to: Option<&[u8]>
 
 /// Approximate table bytes holding keys in `[from, to)` (`None`: unbounded) in `directory`.
 ///
+/// # Panics
+///
+/// With the `invariants` feature, if the per-level sums disagree with the total (a bug in
+/// this function, never a property of the files).
+///
 /// ```
 /// # fn main() -> cairn::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("cairn-sizes-doc-{}", std::process::id()));
@@ -79,6 +84,14 @@ pub fn approximate_sizes(
         }
         sizes.table_count += 1;
         sizes.total_bytes += bytes;
+    }
+    if cfg!(feature = "invariants") {
+        // Invariant 2.
+        assert_eq!(
+            sizes.total_bytes,
+            sizes.level_bytes.iter().sum::<u64>(),
+            "range sizes: total differs from the sum of the levels"
+        );
     }
     Ok(sizes)
 }

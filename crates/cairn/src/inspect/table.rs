@@ -1,7 +1,7 @@
 //! `dump-table`: one `SSTable`'s footer, properties, blocks and entries, every checksum
 //! verified on the way.
 //!
-//! The table is first opened with the engine's own [`Table::open`] (footer, metadata handles,
+//! The table is first opened with the engine's own `Table::open` (footer, metadata handles,
 //! properties and index validated exactly as the engine does), then walked block by block
 //! with checksums on, so a flipped bit anywhere in the file is reported with its offset.
 //! This is the one file of the inspection tools that reads `sstable` internals (footer,
@@ -240,6 +240,20 @@ fn read_data_block(
                 "entry key is not an internal key",
             )
         })?;
+        if let Some(previous) = dump.entries.last() {
+            // Invariant 1: internal-key order (user key ascending, then newest first).
+            let ordered = (
+                previous.key.as_slice(),
+                std::cmp::Reverse(previous.sequence),
+            ) < (key.as_slice(), std::cmp::Reverse(sequence));
+            if !ordered {
+                return Err(Error::corruption(
+                    file.path(),
+                    handle.offset,
+                    "entries out of internal-key order",
+                ));
+            }
+        }
         dump.entries.push(Entry {
             key,
             sequence,

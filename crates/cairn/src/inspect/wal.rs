@@ -1,6 +1,6 @@
 //! `dump-wal`: one write-ahead log's records and the batches they carry.
 //!
-//! Reads with the engine's own log reader ([`crate::wal::read_wal`], strict about damage
+//! Reads with the engine's own log reader (`wal::read_wal`, strict about damage
 //! before the end) and batch decoder; this is the one file of the inspection tools that
 //! reads WAL internals.
 //!
