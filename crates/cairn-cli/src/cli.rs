@@ -229,10 +229,11 @@ pub struct Format {
 }
 
 pub fn run(command: Command) -> Result<ExitCode, Failure> {
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    if let Command::Shell(args) = command {
+        return shell(args);
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
     let code = match command {
-        Command::Shell(args) => return shell(args),
         Command::DumpTable { file, json } => {
             tools::dump_table(&file, json, &mut out).map(|()| ExitCode::SUCCESS)?
         }
@@ -354,7 +355,10 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
             let input = Box::new(BufReader::with_capacity(1 << 16, file));
             (Some(input), Source::File(path.clone()))
         }
-        None if io::stdin().is_terminal() => (None, Source::Stdin),
+        // Interactive only when a person both types and reads: with stdout redirected the
+        // prompt would land in the output, so that case takes the batch path (which still
+        // runs each line as it arrives).
+        None if io::stdin().is_terminal() && io::stdout().is_terminal() => (None, Source::Stdin),
         None => (Some(Box::new(io::stdin().lock())), Source::Stdin),
     };
     let db = open::open_for_write(&args.db.db, true, options)?;
