@@ -7,7 +7,7 @@ use crate::open;
 use crate::text::render;
 use crate::Failure;
 use cairn::inspect::manifest::{AddedTable, ManifestEdit};
-use cairn::inspect::table::BlockSpan;
+use cairn::inspect::table::{BlockSpan, DataBlock, TableDump};
 use cairn::inspect::Entry;
 use std::io::Write;
 use std::path::Path;
@@ -47,42 +47,55 @@ fn span_text(span: BlockSpan) -> String {
     format!("offset {} size {}", span.offset, span.size_bytes)
 }
 
+/// The entries of one block of a table dump.
+fn block_entries<'a>(
+    dump: &'a TableDump,
+    block: &DataBlock,
+) -> impl Iterator<Item = &'a Entry> + 'a {
+    dump.entries
+        .iter()
+        .skip(block.first_entry)
+        .take(usize::try_from(block.entry_count).unwrap_or(usize::MAX))
+}
+
+fn table_json(path: &Path, dump: &TableDump) -> Json {
+    let facts = &dump.facts;
+    let blocks = dump.blocks.iter().map(|block| {
+        Json::Object(vec![
+            ("offset", block.span.offset.into()),
+            ("size", block.span.size_bytes.into()),
+            ("compressed", block.compressed.into()),
+            (
+                "entries",
+                Json::Array(block_entries(dump, block).map(entry_json).collect()),
+            ),
+        ])
+    });
+    Json::Object(vec![
+        ("file", path.display().to_string().into()),
+        ("size", dump.size_bytes.into()),
+        ("format_version", facts.format_version.into()),
+        ("entry_count", facts.entry_count.into()),
+        ("delete_count", facts.delete_count.into()),
+        ("smallest_sequence", facts.smallest_sequence.into()),
+        ("largest_sequence", facts.largest_sequence.into()),
+        ("raw_key_bytes", facts.raw_key_bytes.into()),
+        ("raw_value_bytes", facts.raw_value_bytes.into()),
+        ("index", span_json(dump.index)),
+        ("filter", span_json(dump.filter)),
+        ("properties", span_json(dump.properties_block)),
+        ("blocks", Json::Array(blocks.collect())),
+    ])
+}
+
 /// `cairn dump-table FILE`.
 pub fn dump_table(path: &Path, json: bool, out: &mut dyn Write) -> Result<(), Failure> {
     let dump = cairn::inspect::table::dump_table(path)?;
-    let facts = &dump.facts;
     if json {
-        let blocks = dump.blocks.iter().map(|block| {
-            let entries = dump
-                .entries
-                .iter()
-                .skip(block.first_entry)
-                .take(usize::try_from(block.entry_count).unwrap_or(usize::MAX));
-            Json::Object(vec![
-                ("offset", block.span.offset.into()),
-                ("size", block.span.size_bytes.into()),
-                ("compressed", block.compressed.into()),
-                ("entries", Json::Array(entries.map(entry_json).collect())),
-            ])
-        });
-        let value = Json::Object(vec![
-            ("file", path.display().to_string().into()),
-            ("size", dump.size_bytes.into()),
-            ("format_version", facts.format_version.into()),
-            ("entry_count", facts.entry_count.into()),
-            ("delete_count", facts.delete_count.into()),
-            ("smallest_sequence", facts.smallest_sequence.into()),
-            ("largest_sequence", facts.largest_sequence.into()),
-            ("raw_key_bytes", facts.raw_key_bytes.into()),
-            ("raw_value_bytes", facts.raw_value_bytes.into()),
-            ("index", span_json(dump.index)),
-            ("filter", span_json(dump.filter)),
-            ("properties", span_json(dump.properties_block)),
-            ("blocks", Json::Array(blocks.collect())),
-        ]);
-        writeln!(out, "{value}")?;
+        writeln!(out, "{}", table_json(path, &dump))?;
         return Ok(());
     }
+    let facts = &dump.facts;
     writeln!(
         out,
         "table {}: {} bytes, format version {}",
@@ -117,12 +130,7 @@ pub fn dump_table(path: &Path, json: bool, out: &mut dyn Write) -> Result<(), Fa
             span_text(block.span),
             block.entry_count
         )?;
-        let entries = dump
-            .entries
-            .iter()
-            .skip(block.first_entry)
-            .take(usize::try_from(block.entry_count).unwrap_or(usize::MAX));
-        for entry in entries {
+        for entry in block_entries(&dump, block) {
             writeln!(out, "  {}", entry_line(entry))?;
         }
     }
