@@ -78,6 +78,8 @@ pub mod fs;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod fuzzing;
 pub(crate) mod hashindex;
+#[cfg(feature = "inspect")]
+pub mod inspect;
 pub(crate) mod iter;
 pub(crate) mod key;
 pub(crate) mod logmem;

@@ -1,0 +1,186 @@
+//! How the CLI opens a database directory: what it checks first so that a mistyped, empty
+//! or foreign directory gets a clear message and no stray file, and the one place each kind
+//! of open (read, write, checkpoint) goes through.
+//!
+//! Checks before any open: the path is a directory; it has a `CURRENT` file (else it is
+//! empty or missing — "no database" — or holds other files — "not a cairn database");
+//! `CURRENT` names a MANIFEST whose first record is a cairn edit (else "not a cairn
+//! database"). Only then does the library open it, so a failed open never leaves a `LOCK`.
+
+use crate::Failure;
+use cairn::{Db, FileSystem, Options, StdFs};
+use std::path::Path;
+
+/// What the directory at a `--db` path holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    /// A cairn database (`CURRENT` names a MANIFEST of cairn edits).
+    Database,
+    /// Nothing: the path does not exist.
+    Missing,
+    /// An empty directory.
+    Empty,
+}
+
+fn not_cairn(dir: &Path, why: &str) -> Failure {
+    Failure::Message(format!("{} is not a cairn database ({why})", dir.display()))
+}
+
+/// Looks at `dir` without writing anything.
+fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
+    let metadata = match std::fs::metadata(dir) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+        Err(error) => return Err(format!("cannot open {}: {error}", dir.display()).into()),
+        Ok(metadata) => metadata,
+    };
+    if !metadata.is_dir() {
+        return Err(not_cairn(dir, "it is a file, not a directory"));
+    }
+    let mut names = std::fs::read_dir(dir)
+        .map_err(|error| format!("cannot list {}: {error}", dir.display()))?
+        .filter_map(|entry| Some(entry.ok()?.file_name().to_string_lossy().into_owned()))
+        .collect::<Vec<_>>();
+    names.sort();
+    if names.is_empty() {
+        return Ok(Found::Empty);
+    }
+    if !names.iter().any(|name| name == "CURRENT") {
+        let mut shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        if names.len() > 3 {
+            shown.push_str(", …");
+        }
+        return Err(not_cairn(
+            dir,
+            &format!("no CURRENT file; it holds {shown}"),
+        ));
+    }
+    match cairn::inspect::manifest::dump_manifest(dir) {
+        Ok(dump)
+            if dump
+                .edits
+                .first()
+                .is_some_and(|edit| edit.format_version.is_some()) =>
+        {
+            Ok(Found::Database)
+        }
+        Ok(dump) => Err(not_cairn(
+            dir,
+            &format!("{} holds no cairn MANIFEST record", dump.path.display()),
+        )),
+        Err(cairn::Error::Corruption { file, .. }) if file.ends_with("CURRENT") => Err(not_cairn(
+            dir,
+            "its CURRENT file does not name a cairn MANIFEST",
+        )),
+        Err(cairn::Error::Io { path, .. }) if path.ends_with("CURRENT") => {
+            Err(not_cairn(dir, "its CURRENT file cannot be read"))
+        }
+        // A cairn MANIFEST that is damaged past its first record: the library's open says
+        // where.
+        Err(_) => Ok(Found::Database),
+    }
+}
+
+/// Fails with the "no database" message unless `dir` holds one.
+fn require_database(dir: &Path, hint: &str) -> Result<(), Failure> {
+    let why = match inspect_dir(dir)? {
+        Found::Database => return Ok(()),
+        Found::Missing => "the directory does not exist",
+        Found::Empty => "the directory is empty",
+    };
+    Err(Failure::Message(format!(
+        "no database at {} ({why}){hint}",
+        dir.display()
+    )))
+}
+
+/// Opens `dir` for reading: every read-only command goes through here.
+pub fn open_for_read(dir: &Path) -> Result<Db, Failure> {
+    require_database(dir, "")?;
+    // Read-only: no LOCK, no WAL, no MANIFEST or CURRENT rewrite, so it runs beside a
+    // process that holds the database and leaves every file as it was.
+    Ok(Db::open_read_only(dir, Options::default())?)
+}
+
+/// Opens `dir` for writing (`put`, and the shell); creates the database only when `create`
+/// is set (`put --create`, and the shell), and then only in a missing or empty directory.
+pub fn open_for_write(dir: &Path, create: bool, mut options: Options) -> Result<Db, Failure> {
+    if create {
+        inspect_dir(dir)?;
+    } else {
+        require_database(dir, "; pass --create to create one")?;
+    }
+    options.create_if_missing = create;
+    Ok(Db::open(dir, options)?)
+}
+
+/// Opens the database in `dir` for a command that changes but never creates one (`delete`,
+/// `compact`).
+pub fn open_existing(dir: &Path) -> Result<Db, Failure> {
+    require_database(dir, "")?;
+    let mut options = Options::default();
+    options.create_if_missing = false;
+    Ok(Db::open(dir, options)?)
+}
+
+/// Checks that `dir` holds a database, for the tools that read its files directly.
+pub fn require_for_tools(dir: &Path) -> Result<(), Failure> {
+    require_database(dir, "")
+}
+
+/// `cairn checkpoint DIR DEST`: a copy of the database in `dest` that opens on its own,
+/// sharing table files with `dir` through hard links.
+pub fn checkpoint(dir: &Path, dest: &Path) -> Result<usize, Failure> {
+    require_database(dir, "")?;
+    // `Db::checkpoint` needs the writing handle (it flushes first), which another process may
+    // hold; an application takes consistent checkpoints of a live database through it. The
+    // CLI copies a closed database instead: holding its lock keeps every file still while
+    // they are copied.
+    let lock = StdFs.lock(&dir.join("LOCK")).map_err(|error| match error {
+        cairn::Error::Locked { .. } => Failure::Message(format!(
+            "{} is open in another process; close it first (this build's checkpoint copies a \
+             closed database)",
+            dir.display()
+        )),
+        other => other.into(),
+    })?;
+    if dest.exists()
+        && std::fs::read_dir(dest)
+            .map(|mut entries| entries.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(format!("{} already exists and is not empty", dest.display()).into());
+    }
+    std::fs::create_dir_all(dest)
+        .map_err(|error| format!("cannot create {}: {error}", dest.display()))?;
+    let manifest = cairn::inspect::manifest::dump_manifest(dir)?;
+    let mut copied = 0;
+    for entry in std::fs::read_dir(dir).map_err(|error| error.to_string())? {
+        let entry = entry.map_err(|error| error.to_string())?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let (from, to) = (entry.path(), dest.join(&name));
+        if name.ends_with(".sst") {
+            if std::fs::hard_link(&from, &to).is_err() {
+                copy(&from, &to)?;
+            }
+        } else if name.ends_with(".log") || name == "CURRENT" || from == manifest.path {
+            copy(&from, &to)?;
+        } else {
+            // LOCK, old MANIFESTs, foreign files: not part of the database's state.
+            continue;
+        }
+        copied += 1;
+    }
+    drop(lock);
+    Ok(copied)
+}
+
+fn copy(from: &Path, to: &Path) -> Result<(), Failure> {
+    std::fs::copy(from, to).map(|_| ()).map_err(|error| {
+        format!(
+            "cannot copy {} to {}: {error}",
+            from.display(),
+            to.display()
+        )
+        .into()
+    })
+}
