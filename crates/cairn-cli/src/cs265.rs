@@ -10,7 +10,8 @@
 //! |                           | space separated on one line (empty if none, or `A >= B`)   |
 //! | `d K`                     | delete `K` (absent keys are fine)                          |
 //! | `l "path"`                | load a binary file of native-endian `i32` pairs as puts    |
-//! | `s`                       | print the store's statistics                               |
+//! | `s [N]`                   | print the CS265 statistics (`crate::levels`), at most `N`   |
+//! |                           | pairs per level in the dumps                               |
 //! | `put KEY VALUE`           | text put                                                   |
 //! | `get KEY`                 | print the value (escaped), or an empty line if absent      |
 //! | `del KEY`                 | text delete                                                |
@@ -61,8 +62,8 @@ pub enum Command {
     Delete { key: i64 },
     /// `l "path"`: the path as written (quotes removed).
     Load { path: String },
-    /// `s`
-    Stats,
+    /// `s [N]`: the CS265 statistics, at most `N` pairs per level in the dumps.
+    Stats(Option<usize>),
     /// `put KEY VALUE`
     TextPut { key: Vec<u8>, value: Vec<u8> },
     /// `get KEY`
@@ -85,7 +86,7 @@ pub enum Command {
 pub const HELP: &str = "\
 p K V | g K | r A B | d K     CS265 commands on 64-bit integers (r: A <= key < B)
 l \"FILE\"                      load int32 pairs K V K V ... from FILE
-s                             statistics
+s [N]                         CS265 statistics (N: pairs per level)
 put KEY VALUE | get KEY | del KEY
 scan [FROM [TO [LIMIT]]]      KEY VALUE lines for FROM <= key < TO, then an empty line
 incr KEY [BY]                 add BY (default 1) to a decimal counter
@@ -128,15 +129,22 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
         "l" => Command::Load {
             path: parse_path(rest)?,
         },
-        "s" | "help" => {
+        "s" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [] => Command::Stats(None),
+            [limit] => Command::Stats(Some(limit.parse().map_err(|_| {
+                format!("expected a pair limit (a count) after 's', got \"{rest}\"")
+            })?)),
+            _ => {
+                return Err(format!(
+                    "expected at most a pair limit after 's', got \"{rest}\""
+                ))
+            }
+        },
+        "help" => {
             if !rest.is_empty() {
                 return Err(format!("expected nothing after '{name}', got \"{rest}\""));
             }
-            if name == "s" {
-                Command::Stats
-            } else {
-                Command::Help
-            }
+            Command::Help
         }
         "put" | "get" | "del" | "scan" | "incr" => parse_text_command(name, rest)?,
         other => {

@@ -3,6 +3,7 @@
 //! Integer keys and values arrive already encoded (8 bytes, [`crate::cs265::encode_i64`]),
 //! text ones as they are, so byte order is the order scans return.
 
+use crate::levels::{format_stats, LevelDump};
 use crate::shell::{Store, Visit};
 use cairn::{Db, WriteBatch, WriteOptions};
 use std::ops::Bound;
@@ -89,7 +90,27 @@ impl Store for DbStore<'_> {
         })
     }
 
-    fn stats(&mut self) -> Result<String, String> {
-        Ok(self.db.stats().to_string())
+    /// `L1` is the write buffers, `L(k+2)` on-disk level `k` ([`crate::levels`]).
+    fn stats(&mut self, limit: Option<usize>) -> Result<String, String> {
+        let text = |error: cairn::Error| error.to_string();
+        let mut logical_pairs = 0;
+        for entry in self.db.iter().map_err(text)? {
+            entry.map_err(text)?;
+            logical_pairs += 1;
+        }
+        let places = std::iter::once(None).chain((0..self.db.level_stats().len()).map(Some));
+        let mut levels = Vec::new();
+        for (index, place) in places.enumerate() {
+            let entries = self.db.level_entries(place, usize::MAX).map_err(text)?;
+            levels.push(LevelDump {
+                level: index + 1,
+                count: entries.len(),
+                pairs: entries
+                    .into_iter()
+                    .take(limit.unwrap_or(usize::MAX))
+                    .collect(),
+            });
+        }
+        Ok(format_stats(logical_pairs, &levels))
     }
 }

@@ -15,6 +15,7 @@ mod cs265;
 mod db_store;
 mod interactive;
 mod json;
+mod levels;
 mod open;
 mod progress;
 mod shell;

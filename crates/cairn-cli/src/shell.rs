@@ -33,8 +33,9 @@ pub trait Store {
         -> Result<(), String>;
     /// Adds `by` to the decimal counter at `key` (absent is 0); returns the new value.
     fn increment(&mut self, key: &[u8], by: i64) -> Result<i64, String>;
-    /// Human-readable statistics (may span several lines).
-    fn stats(&mut self) -> Result<String, String>;
+    /// The CS265 `s` statistics ([`crate::levels`]), at most `limit` pairs per level in the
+    /// dumps.
+    fn stats(&mut self, limit: Option<usize>) -> Result<String, String>;
 }
 
 impl Store for BTreeMap<Vec<u8>, Vec<u8>> {
@@ -81,8 +82,19 @@ impl Store for BTreeMap<Vec<u8>, Vec<u8>> {
         Ok(new)
     }
 
-    fn stats(&mut self) -> Result<String, String> {
-        Ok(format!("keys: {}", self.len()))
+    /// The map is one level, `L1`.
+    fn stats(&mut self, limit: Option<usize>) -> Result<String, String> {
+        let pairs = self
+            .iter()
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let level = crate::levels::LevelDump {
+            level: 1,
+            count: self.len(),
+            pairs,
+        };
+        Ok(crate::levels::format_stats(self.len(), &[level]))
     }
 }
 
@@ -208,8 +220,8 @@ impl<S: Store, W: Write> Shell<S, W> {
             Command::Range { lower, upper } => self.range(*lower, *upper)?,
             Command::Delete { key } => self.store.delete(&encode_i64(*key))?,
             Command::Load { path } => self.load(path, warnings)?,
-            Command::Stats => {
-                let text = self.store.stats()?;
+            Command::Stats(limit) => {
+                let text = self.store.stats(*limit)?;
                 writeln!(self.out, "{}", text.trim_end())?;
             }
             Command::TextPut { key, value } => self.store.put(key, value)?,

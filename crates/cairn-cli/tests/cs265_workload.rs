@@ -273,7 +273,7 @@ fn malformed_lines_are_reported_and_skipped() {
         "warning: line 6: load file odd.bin is 12 bytes, not a multiple of 8",
         "error: line 8: cannot open load file missing.bin",
         "error: line 9: expected 1 integer after 'd', got nothing",
-        "error: line 15: expected nothing after 's', got \"extra\"",
+        "error: line 15: expected a pair limit (a count) after 's', got \"extra\"",
         "cairn shell: 14 commands (6 failed) in ",
     ];
     assert_eq!(lines.len(), expected_starts.len(), "stderr: {stderr}");

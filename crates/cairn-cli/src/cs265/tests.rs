@@ -73,7 +73,8 @@ fn parses_every_command() {
     assert_eq!(parse("g -7"), Command::Get { key: -7 });
     assert_eq!(parse("r 3 9"), Command::Range { lower: 3, upper: 9 });
     assert_eq!(parse("d +4"), Command::Delete { key: 4 });
-    assert_eq!(parse("s"), Command::Stats);
+    assert_eq!(parse("s"), Command::Stats(None));
+    assert_eq!(parse("s 3"), Command::Stats(Some(3)));
     assert_eq!(parse("help"), Command::Help);
     assert_eq!(
         parse("l \"data/one.bin\""),
@@ -129,7 +130,7 @@ fn tolerates_whitespace_and_skips_blank_lines() {
         Command::Put { key: 1, value: 2 }
     );
     assert_eq!(parse("\tg 5\n"), Command::Get { key: 5 });
-    assert_eq!(parse("s \r\n"), Command::Stats);
+    assert_eq!(parse("s \r\n"), Command::Stats(None));
     assert_eq!(parse_line("").unwrap(), None);
     assert_eq!(parse_line("   \t \r\n").unwrap(), None);
 }
@@ -192,7 +193,14 @@ fn rejects_missing_and_extra_arguments() {
         "expected 2 integers after 'p', got 3 arguments: \"1 2 3\""
     );
     assert_eq!(error("g"), "expected 1 integer after 'g', got nothing");
-    assert_eq!(error("s 1"), "expected nothing after 's', got \"1\"");
+    assert_eq!(
+        error("s x"),
+        "expected a pair limit (a count) after 's', got \"x\""
+    );
+    assert_eq!(
+        error("s 1 2"),
+        "expected at most a pair limit after 's', got \"1 2\""
+    );
     assert_eq!(
         error("put k"),
         "expected a key and a value after 'put', got 1"

@@ -28,7 +28,7 @@ fn executes_integer_commands() {
     let (out, errors, summary) = run(input);
     assert_eq!(
         out,
-        "55\n\n-1:-10 5:55\n\n\n\n-1:-10\n-9223372036854775808\n-4294967296\nkeys: 3\n"
+        "55\n\n-1:-10 5:55\n\n\n\n-1:-10\n-9223372036854775808\n-4294967296\nLogical Pairs: 3\nLVL1: 3\n-1:-10:L1 1:-9223372036854775808:L1 4294967296:-4294967296:L1\n"
     );
     assert_eq!(errors, "");
     assert_eq!(summary.commands, 17);
