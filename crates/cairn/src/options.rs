@@ -385,7 +385,11 @@ pub enum BloomAllocation {
 /// let mut options = cairn::Options::default();
 /// let mut level1 = cairn::LevelOptions::default();
 /// level1.block_size_bytes = Some(16 * 1024);
-/// options.level_options = vec![cairn::LevelOptions::default(), level1];
+/// // Levels 0 and 1 stay uncompressed (they are rewritten soonest); level 2 and below zstd.
+/// let mut level2 = cairn::LevelOptions::default();
+/// level2.compression = Some(cairn::Compression::Zstd);
+/// options.compression = cairn::Compression::None;
+/// options.level_options = vec![cairn::LevelOptions::default(), level1, level2];
 /// assert!(options.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -395,6 +399,9 @@ pub struct LevelOptions {
     pub bloom_bits_per_key: Option<usize>,
     /// Data block size of this level's tables: the fence-pointer granularity.
     pub block_size_bytes: Option<usize>,
+    /// Compression of this level's data blocks (overrides `Options::compression`; the
+    /// levels past the end of `level_options` take `Options::compression`).
+    pub compression: Option<Compression>,
 }
 
 /// How `SSTable` files are read.

@@ -14,7 +14,7 @@ mod common;
 
 use cairn::testing::key::{internal_key, ValueKind};
 use cairn::testing::sstable::format::{
-    encode_block, FOOTER_BYTES, FOOTER_VERSION_OFFSET, FORMAT_VERSION, FORMAT_VERSION_ZSTD,
+    encode_block, FOOTER_BYTES, FOOTER_VERSION_OFFSET, FORMAT_VERSION_OLDEST, FORMAT_VERSION_ZSTD,
     KIND_ZSTD,
 };
 use cairn::testing::sstable::{BlockBuilder, Table, TableBuilder, TableOptions};
@@ -124,7 +124,7 @@ fn tables_without_zstd_keep_format_version_1() {
         sample_table(&fs, path, compression);
         assert_eq!(
             footer_version(&fs.file_contents(path).unwrap()),
-            FORMAT_VERSION
+            FORMAT_VERSION_OLDEST
         );
     }
 }

@@ -31,6 +31,9 @@ pub fn table_options_for(options: &Options, level: usize, deepest: usize) -> Tab
     if let Some(size) = overrides.block_size_bytes {
         table.block_size_bytes = size;
     }
+    if let Some(compression) = overrides.compression {
+        table.compression = compression;
+    }
     table.bloom_bits_per_key = match (overrides.bloom_bits_per_key, options.bloom_allocation) {
         (Some(bits), _) => bits,
         (None, BloomAllocation::Uniform) => options.bloom_bits_per_key,
@@ -105,6 +108,7 @@ mod tests {
         let level2 = LevelOptions {
             bloom_bits_per_key: Some(3),
             block_size_bytes: Some(512),
+            compression: Some(crate::Compression::Zstd),
         };
         let options = Options {
             bloom_allocation: BloomAllocation::Monkey,
@@ -113,5 +117,11 @@ mod tests {
         };
         let table = table_options_for(&options, 2, 4);
         assert_eq!((table.bloom_bits_per_key, table.block_size_bytes), (3, 512));
+        assert_eq!(table.compression, crate::Compression::Zstd);
+        // Levels without an override keep the database-wide setting.
+        assert_eq!(
+            table_options_for(&options, 1, 4).compression,
+            options.compression
+        );
     }
 }

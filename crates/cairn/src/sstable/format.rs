@@ -24,7 +24,8 @@ use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 
 /// How data blocks are compressed on disk (the block's kind byte records which, so a table
-/// written with one setting reads back under any other). One setting for every level.
+/// written with one setting reads back under any other). `Options::compression` sets it for
+/// every level; `LevelOptions::compression` overrides it per level.
 ///
 /// ```
 /// let mut options = cairn::Options::in_memory();
