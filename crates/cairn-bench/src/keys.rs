@@ -32,7 +32,7 @@ impl ValuePool {
         Self::with_ratio(seed, value_size, 1.0)
     }
 
-    /// Like [`ValuePool::new`], with bytes that compress to about `ratio` of their size, as
+    /// One MiB (or more) of seeded bytes that compress to about `ratio` of their size, as
     /// db_bench's `--compression_ratio` makes them: each 100-byte piece is `100 * ratio`
     /// random bytes repeated.
     pub fn with_ratio(seed: u64, value_size: usize, ratio: f64) -> Self {
