@@ -34,15 +34,7 @@ pub struct Leveled;
 
 impl CompactionPolicy for Leveled {
     fn choose(&self, version: &Version, state: &CompactionState) -> Choice {
-        let scores = level_scores(version, &state.shape);
-        let mut candidates: Vec<(usize, f64)> = scores
-            .iter()
-            .copied()
-            .enumerate()
-            .filter(|(_, score)| *score >= 1.0)
-            .collect();
-        // Highest score first; among equal scores the deeper level first.
-        candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        let candidates = ranked_candidates(&level_scores(version, &state.shape));
         let last = version.level_count().saturating_sub(1);
         for (level, score) in candidates {
             let output_level = if level == last { level } else { level + 1 };
@@ -103,6 +95,19 @@ pub fn level_size_bytes_max(shape: &ShapeOptions, level: usize) -> u64 {
         size = size.saturating_mul(shape.level_size_ratio);
     }
     size
+}
+
+/// The levels whose score is at least 1 (over their limit), highest score first; among equal
+/// scores the deeper level first. Every policy walks its candidates in this order.
+pub fn ranked_candidates(scores: &[f64]) -> Vec<(usize, f64)> {
+    let mut candidates: Vec<(usize, f64)> = scores
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, score)| *score >= 1.0)
+        .collect();
+    candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    candidates
 }
 
 /// How far over its limit each level is (>= 1 means it needs compaction). The last level has

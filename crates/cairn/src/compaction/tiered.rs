@@ -26,7 +26,7 @@
 //!
 //! Thread-safety contract: `Tiered` is a plain `Copy` value; `choose` is pure.
 
-use super::leveled::{level_size_bytes_max, rewrite_level};
+use super::leveled::{level_size_bytes_max, ranked_candidates, rewrite_level};
 use super::plan::{OutputRun, Plan};
 use super::policy::{Choice, CompactionPolicy, CompactionState};
 use super::ShapeOptions;
@@ -42,14 +42,7 @@ pub struct Tiered {
 
 impl CompactionPolicy for Tiered {
     fn choose(&self, version: &Version, state: &CompactionState) -> Choice {
-        let scores = self.scores(version, &state.shape);
-        let mut candidates: Vec<(usize, f64)> = scores
-            .iter()
-            .copied()
-            .enumerate()
-            .filter(|(_, score)| *score >= 1.0)
-            .collect();
-        candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        let candidates = ranked_candidates(&self.scores(version, &state.shape));
         let last = version.level_count().saturating_sub(1);
         for (level, score) in candidates {
             let output_level = if level == last { level } else { level + 1 };

@@ -416,6 +416,18 @@ impl Db {
 
     /// The value of `key` in the latest state with its expiry (`None`: the value never
     /// expires). The expiry is stored in whole milliseconds since the Unix epoch.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// db.put("plain", "v")?;
+    /// assert_eq!(db.get_with_expiry("plain")?, Some((b"v".to_vec(), None)));
+    /// let at = SystemTime::UNIX_EPOCH + Duration::from_secs(4_000_000_000);
+    /// db.put_with_expiry("session", "token", at)?;
+    /// assert_eq!(db.get_with_expiry("session")?, Some((b"token".to_vec(), Some(at))));
+    /// assert_eq!(db.get_with_expiry("absent")?, None);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     pub fn get_with_expiry(
         &self,
         key: impl AsRef<[u8]>,
