@@ -236,3 +236,22 @@ fn a_key_set_for_100_ms_is_gone_after_150_ms_after_a_restart_and_from_disk_after
         ]
     );
 }
+
+/// `Db::level_entries` (the CS265 shell's `s` dump) lists a stored value with an expiry as
+/// its value without the expiry, and leaves out one that has expired (it reads as a tombstone).
+#[test]
+fn level_entries_list_expiring_values_without_their_expiry() {
+    let db = Db::open("/level-entries-expiry", Options::in_memory()).unwrap();
+    let later = SystemTime::now() + Duration::from_secs(3600);
+    db.put_with_expiry("live", "v", later).unwrap();
+    db.put_with_expiry("gone", "x", SystemTime::UNIX_EPOCH)
+        .unwrap();
+    db.put("plain", "p").unwrap();
+    let expected = vec![
+        (b"live".to_vec(), b"v".to_vec()),
+        (b"plain".to_vec(), b"p".to_vec()),
+    ];
+    assert_eq!(db.level_entries(None, 10).unwrap(), expected);
+    db.flush().unwrap();
+    assert_eq!(db.level_entries(Some(0), 10).unwrap(), expected);
+}

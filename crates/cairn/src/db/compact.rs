@@ -331,12 +331,17 @@ impl DbInner {
                 .collect(),
         };
         let mut entries = Vec::new();
+        let now_millis = crate::expiry::now_millis();
         for mut source in sources {
             source.seek_to_first();
             while source.valid() && entries.len() < limit {
-                let parsed = crate::key::parse_internal_key(source.key());
-                if let Some(key) = parsed.filter(|key| key.kind == crate::key::ValueKind::Put) {
-                    entries.push((key.user_key.to_vec(), source.value().to_vec()));
+                // Stored values with an expiry count too (their value without the expiry
+                // prefix), unless already expired: they read as tombstones, which are left out.
+                if let Some(key) = crate::key::parse_internal_key(source.key()) {
+                    let visible = crate::expiry::visible(key.kind, source.value(), now_millis);
+                    if let Some((value, _)) = visible {
+                        entries.push((key.user_key.to_vec(), value.to_vec()));
+                    }
                 }
                 source.next();
             }

@@ -182,7 +182,7 @@ impl Footer {
 
     /// Decodes and checks a footer read from `file` at `offset` (used in error messages).
     /// Checks, in order: length, magic, checksum, format version (a version other than
-    /// [`FORMAT_VERSION`]..=[`FORMAT_VERSION_ZSTD`] is refused as too old or too new, never
+    /// [`FORMAT_VERSION_OLDEST`]..=[`FORMAT_VERSION`] is refused as too old or too new, never
     /// guessed at).
     pub fn decode(bytes: &[u8], file: &std::path::Path, offset: u64) -> Result<Footer> {
         let corrupt =
