@@ -25,6 +25,8 @@
 
 mod common;
 
+use common::golden::{check_golden_in, golden_in};
+
 use cairn::testing::batch::{void_record, DecodedBatch, WriteBatch};
 use cairn::testing::encode_batch;
 use cairn::testing::key::{internal_key, ValueKind};
@@ -73,49 +75,12 @@ fn check_golden(name: &str, actual: &[u8]) {
     check_golden_in(GOLDEN_V1, name, actual);
 }
 
-/// Compares `actual` with golden file `name` in `directory`, reporting the first differing
-/// byte.
-fn check_golden_in(directory: &str, name: &str, actual: &[u8]) {
-    let path = Path::new(directory).join(name);
-    let expected = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(_) if std::env::var_os("CAIRN_BLESS_GOLDEN").is_some() => {
-            std::fs::create_dir_all(directory).unwrap();
-            std::fs::write(&path, actual).unwrap();
-            return;
-        }
-        Err(error) => panic!("golden file {} unreadable: {error}", path.display()),
-    };
-    if expected == actual {
-        return;
-    }
-    let first = expected
-        .iter()
-        .zip(actual)
-        .position(|(a, b)| a != b)
-        .unwrap_or(expected.len().min(actual.len()));
-    let window = |bytes: &[u8]| hex(&bytes[first.min(bytes.len())..(first + 16).min(bytes.len())]);
-    panic!(
-        "on-disk bytes changed: {name} differs from its golden file at byte {first} \
-         (golden {} bytes, now {} bytes; golden {} / now {}). A format change needs a new \
-         format version and new golden files (docs/format.md, \"Changing the format\").",
-        expected.len(),
-        actual.len(),
-        window(&expected),
-        window(actual),
-    );
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
 fn golden(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(GOLDEN_V1).join(name)).unwrap()
+    golden_in(GOLDEN_V1, name)
 }
 
 fn golden_v2(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(GOLDEN_V2).join(name)).unwrap()
+    golden_in(GOLDEN_V2, name)
 }
 
 /// The fixed batch of the batch and WAL goldens: a put, a delete and an empty put.

@@ -19,6 +19,8 @@
     clippy::field_reassign_with_default
 )]
 
+mod common;
+
 use cairn::testing::batch::{DecodedBatch, WriteBatch};
 use cairn::testing::encode_batch;
 use cairn::testing::key::{internal_key, ValueKind};
@@ -44,25 +46,13 @@ fn stored(value: &[u8]) -> Vec<u8> {
     [&EXPIRY_MILLIS.to_le_bytes()[..], value].concat()
 }
 
-/// Compares `actual` with golden file `name`, writing it only if missing and blessing.
+/// Compares `actual` with golden file `name` of format version 3.
 fn check_golden(name: &str, actual: &[u8]) {
-    let path = Path::new(GOLDEN_V3).join(name);
-    match std::fs::read(&path) {
-        Ok(expected) => assert!(
-            expected == actual,
-            "on-disk bytes changed: {name} differs from its golden file; a format change \
-             needs a new format version and new golden files (docs/format.md)"
-        ),
-        Err(_) if std::env::var_os("CAIRN_BLESS_GOLDEN").is_some() => {
-            std::fs::create_dir_all(GOLDEN_V3).unwrap();
-            std::fs::write(&path, actual).unwrap();
-        }
-        Err(error) => panic!("golden file {} unreadable: {error}", path.display()),
-    }
+    common::golden::check_golden_in(GOLDEN_V3, name, actual);
 }
 
 fn golden(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(GOLDEN_V3).join(name)).unwrap()
+    common::golden::golden_in(GOLDEN_V3, name)
 }
 
 #[test]

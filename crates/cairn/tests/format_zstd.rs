@@ -24,25 +24,13 @@ use std::sync::Arc;
 
 const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v3");
 
+/// Compares `actual` with golden file `name` of format version 3.
 fn check_golden(name: &str, actual: &[u8]) {
-    let path = Path::new(GOLDEN_V3).join(name);
-    match std::fs::read(&path) {
-        Ok(expected) => assert!(
-            expected == actual,
-            "on-disk bytes changed: {name} differs from its golden file ({} vs {} bytes)",
-            expected.len(),
-            actual.len()
-        ),
-        Err(_) if std::env::var_os("CAIRN_BLESS_GOLDEN").is_some() => {
-            std::fs::create_dir_all(GOLDEN_V3).unwrap();
-            std::fs::write(&path, actual).unwrap();
-        }
-        Err(error) => panic!("golden file {} unreadable: {error}", path.display()),
-    }
+    common::golden::check_golden_in(GOLDEN_V3, name, actual);
 }
 
 fn golden(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(GOLDEN_V3).join(name)).unwrap()
+    common::golden::golden_in(GOLDEN_V3, name)
 }
 
 /// A data block of 30 entries whose values repeat (compressible).

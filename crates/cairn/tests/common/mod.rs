@@ -19,6 +19,8 @@
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod golden;
+
 use cairn::{CompactionStyle, Db, Error, FileSystem, Options};
 use std::collections::BTreeMap;
 use std::ops::Bound;
