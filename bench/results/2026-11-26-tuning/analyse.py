@@ -166,12 +166,12 @@ def plot_amplification(rows, path):
     rows = [r for r in rows if r.get("w_amp") is not None]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r["w_amp"] for r in rows], 0.4, label="write amplification")
+    ax.bar([x - 0.2 for x in xs], [r["engine_w_amp"] for r in rows], 0.4, label="write amplification (tables / WAL)")
     ax.bar([x + 0.2 for x in xs], [r.get("s_amp") or 0 for r in rows], 0.4, label="space amplification")
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([r["name"].replace("style-", "") for r in rows], fontsize=8)
+    ax.set_xticklabels([r["name"].replace("style-", "").replace("-levels5", "\n5 levels") for r in rows], fontsize=8)
     ax.legend()
-    ax.set_title("write and space amplification per style (8 M keys, L1 4 MiB, T 10)")
+    ax.set_title("w-amp (tables/WAL) and s-amp per style (8 M keys, L1 4 MiB, T 10)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -259,13 +259,13 @@ def plot_ranges(rows, path):
         if not r["seeks"]:
             continue
         sizes = list(r["seeks"].keys())
-        ax.plot(sizes, [r["seeks"][s]["us"] for s in sizes], "o-", label=r["name"].replace("style-", ""))
+        ax.plot(sizes, [r["seeks"][s]["cpu_us"] for s in sizes], "o-", label=r["name"].replace("style-", ""))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("range size (entries read per query)")
-    ax.set_ylabel("µs per range query (wall)")
+    ax.set_ylabel("CPU µs per range query")
     ax.legend()
-    ax.set_title("range-query time against range size")
+    ax.set_title("range-query cost against range size (8 M keys, L1 4 MiB, T 10)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -311,8 +311,15 @@ def compression_table():
 
 
 def main():
-    style_names = ["style-leveling-T10", "style-tiering-T10-D4", "style-lazy-T10-D4"]
-    grid_names = style_names + [
+    style_names = [
+        "style-leveling-T10",
+        "style-tiering-T10-D4",
+        "style-lazy-T10-D4",
+        "style-leveling-T10-levels5",
+        "style-tiering-T10-D4-levels5",
+        "style-lazy-T10-D4-levels5",
+    ]
+    grid_names = style_names[:3] + [
         "runs-tiering-T10-D2",
         "runs-tiering-T10-D8",
         "fanout-leveling-T4",
