@@ -17,6 +17,21 @@ pub fn make_key(n: u64, key_size: usize, buf: &mut Vec<u8>) {
     buf.resize(key_size.max(MIN_KEY_SIZE), b'0');
 }
 
+/// Writes a key that no workload ever writes, near key number `n`: with padding (`key_size`
+/// over 8) the last byte becomes `'1'`, so the key sorts just after key `n` and before key
+/// `n + 1` (inside the key range of the tables that hold its neighbours); with 8-byte keys it
+/// is key number `num + n`, past every written key (only `Append` inserts go there).
+pub fn make_missing_key(n: u64, num: u64, key_size: usize, buf: &mut Vec<u8>) {
+    if key_size > MIN_KEY_SIZE {
+        make_key(n, key_size, buf);
+        if let Some(last) = buf.last_mut() {
+            *last = b'1';
+        }
+    } else {
+        make_key(num.saturating_add(n), key_size, buf);
+    }
+}
+
 /// A shared pool of value bytes; `next` hands out `value_size` bytes at a rolling offset.
 #[derive(Debug, Clone)]
 pub struct ValuePool {
@@ -219,6 +234,22 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn missing_keys_sit_between_written_keys_and_are_never_written() {
+        let (mut key, mut next, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+        for n in [0u64, 1, 255, 1 << 40] {
+            make_key(n, 16, &mut key);
+            make_key(n + 1, 16, &mut next);
+            make_missing_key(n, 1000, 16, &mut missing);
+            assert_eq!(missing.len(), 16);
+            assert!(key < missing && missing < next, "{n}");
+        }
+        // 8-byte keys have no padding to change: past the key space instead.
+        make_missing_key(5, 1000, 8, &mut missing);
+        make_key(1005, 8, &mut key);
+        assert_eq!(missing, key);
+    }
 
     #[test]
     fn keys_sort_like_their_numbers() {

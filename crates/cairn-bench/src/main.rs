@@ -188,6 +188,10 @@ struct Args {
     /// cairn: data block size per level, comma separated from level 0 (others: --block_size).
     #[arg(long = "level_block_sizes", default_value = "")]
     level_block_sizes: String,
+    /// cairn: compression per level, comma separated from level 0 (none, lz4, zstd; deeper
+    /// levels: --compression_type), e.g. `none,none,zstd`.
+    #[arg(long = "level_compression", default_value = "")]
+    level_compression: String,
     /// Level-1 size limit in bytes (the base of every level's limit).
     #[arg(long = "level1_size", default_value_t = 256 << 20)]
     level1_size: u64,
@@ -246,8 +250,19 @@ fn shape_config(args: &Args) -> Result<ShapeConfig> {
             })
         })
         .collect::<Result<Vec<usize>>>()?;
+    let level_compression = args
+        .level_compression
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            parse_compression(name)
+                .map_err(|message| BenchError::new(format!("--level_compression: {message}")))
+        })
+        .collect::<Result<Vec<::cairn::Compression>>>()?;
     Ok(ShapeConfig {
         style,
+        level_compression,
         fanout: args.fanout,
         runs_per_level: args.runs_per_level,
         merge_fraction: args.merge_fraction,
@@ -580,9 +595,19 @@ fn run(args: Args) -> Result<()> {
                                 }
                                 _ => String::new(),
                             };
+                            let blocks = measurement
+                                .blocks_per_read
+                                .map(|blocks| format!(", {blocks:.3} blocks/read"))
+                                .unwrap_or_default();
+                            let shape = measurement
+                                .level_shape
+                                .as_deref()
+                                .map(|shape| format!(", shape {shape}"))
+                                .unwrap_or_default();
                             eprintln!(
-                                "  {tag} {name} {} t={thread_count}: {:.0} ops/s, p99 {:.1} us{placement}",
-                                workloads[index].name, measurement.ops_per_sec, measurement.p99_us
+                                "  {tag} {name} {} t={thread_count}: {:.0} ops/s, p99 {:.1} us, {:.2} cpu-us/op{blocks}{placement}{shape}",
+                                workloads[index].name, measurement.ops_per_sec, measurement.p99_us,
+                                measurement.cpu_us_per_op
                             );
                             cell.runs.push(measurement);
                             if let Err(error) = cell.histogram.add(&output.histogram) {
@@ -798,6 +823,11 @@ mod tests {
         assert_eq!(by_name("fillseq").ops, 3000);
         assert!(by_name("readrandom").found > 0);
         assert!(by_name("multireadrandom").found > 0);
+        // Zero-result lookups find nothing, and cairn counts the blocks they read.
+        assert_eq!(by_name("readmissing").found, 0);
+        assert_eq!(by_name("readmissing").reads, 2000);
+        assert!(by_name("readmissing").blocks_per_read.is_some());
+        assert!(by_name("settle").level_shape.is_some());
         assert_eq!(by_name("readseq").ops, by_name("readseq").ops.min(3000));
         // readwhilewriting measures the readers and counts the writer apart.
         assert_eq!(by_name("readwhilewriting").ops, 2000);

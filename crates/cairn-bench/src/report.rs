@@ -62,6 +62,8 @@ pub struct Summary {
     pub found_fraction: Stat,
     /// Process CPU microseconds per operation.
     pub cpu_us_per_op: Stat,
+    /// Data blocks read per point read (0 where the engine does not count them).
+    pub blocks_per_read: Stat,
 }
 
 impl Summary {
@@ -78,6 +80,7 @@ impl Summary {
             space_bytes: stat(|m| m.space_bytes as f64),
             space_amplification: stat(|m| m.space_amplification),
             cpu_us_per_op: stat(|m| m.cpu_us_per_op),
+            blocks_per_read: stat(|m| m.blocks_per_read.unwrap_or(0.0)),
             found_fraction: stat(|m| {
                 if m.reads == 0 {
                     0.0
@@ -227,7 +230,7 @@ pub fn table(report: &Report) -> String {
         .max(8);
     let _ = writeln!(
         out,
-        "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8} {:>6}",
+        "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6} {:>9} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8} {:>6} {:>7}",
         "benchmark",
         "thr",
         "engine",
@@ -242,7 +245,8 @@ pub fn table(report: &Report) -> String {
         "found",
         "w-amp",
         "spaceMiB",
-        "s-amp"
+        "s-amp",
+        "blk/rd"
     );
     let mut previous: Option<(&str, usize)> = None;
     for entry in &report.results {
@@ -265,6 +269,11 @@ pub fn table(report: &Report) -> String {
         } else {
             "-".to_string()
         };
+        let blocks = if entry.runs.iter().any(|m| m.blocks_per_read.is_some()) {
+            format!("{:.3}", summary.blocks_per_read.median)
+        } else {
+            "-".to_string()
+        };
         let amplification = if entry.runs.iter().any(|m| m.logical_bytes > 0) {
             format!("{:.2}", summary.write_amplification.median)
         } else {
@@ -272,7 +281,7 @@ pub fn table(report: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>9.2} {:>6} {:>6} {:>8.0} {:>6.2}",
+            "{:<17} {:>3} {:<width$} {:>9} {:>17} {:>6.2} {:>9} {:>8} {:>8} {:>8} {:>9.2} {:>6} {:>6} {:>8.0} {:>6.2} {:>7}",
             entry.benchmark,
             entry.threads,
             entry.engine,
@@ -292,6 +301,7 @@ pub fn table(report: &Report) -> String {
             amplification,
             summary.space_bytes.median / (1024.0 * 1024.0),
             summary.space_amplification.median,
+            blocks,
         );
     }
     let notes: Vec<String> = {

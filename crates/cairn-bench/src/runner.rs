@@ -2,7 +2,7 @@
 
 use crate::engine::Engine;
 use crate::error::{BenchError, Result};
-use crate::keys::{make_key, KeyDist, Permutation, ValuePool, Zipfian};
+use crate::keys::{make_key, make_missing_key, KeyDist, Permutation, ValuePool, Zipfian};
 use crate::workloads::{Budget, Dist, Op, Preload, Shape, Workload};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -114,6 +114,16 @@ pub struct Measurement {
     /// The same probe just after the phase.
     #[serde(default)]
     pub cross_core_round_trip_ns_after: Option<f64>,
+    /// Data blocks a point read touched, on average (cairn: block-cache hits + misses during
+    /// the phase / point reads; `None` for other engines or phases without reads). On
+    /// `readmissing` every block read is a Bloom false positive, so this is the zero-result
+    /// lookup cost in a unit machine load does not move.
+    #[serde(default)]
+    pub blocks_per_read: Option<f64>,
+    /// The tree's shape at the end of the phase (cairn: `Db::level_stats`, one
+    /// `Lk:runs/files/MiB` entry per non-empty level).
+    #[serde(default)]
+    pub level_shape: Option<String>,
 }
 
 impl Measurement {
@@ -328,19 +338,25 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
                 }
             }
         };
-        make_key(number, params.key_size, &mut key);
+        if op == Op::ReadMissing {
+            make_missing_key(number, params.num, params.key_size, &mut key);
+        } else {
+            make_key(number, params.key_size, &mut key);
+        }
         let synced = matches!(op, Op::Put | Op::Append)
             && params.sync_every > 0
             && i % params.sync_every == params.sync_every - 1;
         let started = Instant::now();
         match op {
-            Op::Read => {
+            Op::Read | Op::ReadMissing => {
                 outcome.reads += 1;
                 if plan.engine.get(&key, &mut value)? {
                     outcome.found += 1;
                 }
                 outcome.keys += 1;
             }
+            Op::Compact => plan.engine.compact()?,
+            Op::Settle => plan.engine.settle()?,
             Op::Put | Op::Append => {
                 let bytes = values.next();
                 if synced {
@@ -738,12 +754,37 @@ fn run_phase(
             (after != &before).then(|| (name.clone(), after.saturating_sub(before)))
         })
         .collect();
+    let counts_blocks = counters_after
+        .iter()
+        .any(|(name, _)| name == "block_cache_hits");
+    measurement.blocks_per_read = blocks_per_read(&measurement, counts_blocks);
+    measurement.level_shape = engine.shape();
     state.next_append = plan.next_append.load(Ordering::Relaxed);
     state.used = true;
     Ok(PhaseOutput {
         measurement,
         histogram,
     })
+}
+
+/// Block-cache lookups (hits + misses) per point read, from the phase's counter deltas.
+fn blocks_per_read(measurement: &Measurement, counts_blocks: bool) -> Option<f64> {
+    let counter = |name: &str| {
+        measurement
+            .engine_counters
+            .iter()
+            .find(|(other, _)| other == name)
+            .map(|(_, value)| *value)
+    };
+    let hits = counter("block_cache_hits");
+    let misses = counter("block_cache_misses");
+    if measurement.reads == 0 || (hits.is_none() && misses.is_none()) {
+        // A phase of reads that touched no block leaves both counters unchanged (and so
+        // absent from the deltas): zero blocks per read, if the engine counts them at all.
+        return (measurement.reads > 0 && counts_blocks).then_some(0.0);
+    }
+    let blocks = hits.unwrap_or(0) + misses.unwrap_or(0);
+    Some(blocks as f64 / measurement.reads as f64)
 }
 
 /// Loads keys before a measured phase (not measured).
@@ -833,8 +874,12 @@ pub fn measure(
     let total = match workload.budget {
         Budget::Num => params.num,
         Budget::Reads | Budget::Seconds(_) => params.reads,
+        Budget::Once => 1,
+        Budget::Entries(length) => (params.reads / length.max(1) as u64).max(1000),
     };
-    let deadline = if params.duration > 0.0 {
+    let deadline = if workload.budget == Budget::Once {
+        None
+    } else if params.duration > 0.0 {
         Some(Duration::from_secs_f64(params.duration))
     } else if let Budget::Seconds(seconds) = workload.budget {
         Some(Duration::from_secs_f64(seconds))
@@ -862,11 +907,12 @@ pub fn measure(
         salt: salt_of(workload.name),
     };
     let output = run_phase(engine, params, state, spec, dir, progress.is_some())?;
-    if workload
-        .mix
-        .iter()
-        .any(|(op, _)| !matches!(op, Op::Read | Op::Scan | Op::MultiRead))
-    {
+    if workload.mix.iter().any(|(op, _)| {
+        !matches!(
+            op,
+            Op::Read | Op::ReadMissing | Op::Scan | Op::MultiRead | Op::Compact | Op::Settle
+        )
+    }) {
         state.loaded = true;
     }
     Ok(output)

@@ -24,6 +24,18 @@ pub enum Op {
     Rmw,
     /// Batched point reads (`multi_get`) of `--multiget_batch` uniform random keys.
     MultiRead,
+    /// Point read of a key that was never written: key number `n` from the distribution with
+    /// its last padding byte changed (`keys::make_missing_key`), so it sorts between keys `n`
+    /// and `n + 1`, inside every table's key range, and only the Bloom filters (or a data
+    /// block read, on a false positive) can answer it.
+    ReadMissing,
+    /// Compact the whole key space into its final shape (cairn: `compact_range(None, None)`)
+    /// and wait for it: the steady-state space after a fill.
+    Compact,
+    /// Wait until background flushes and compactions have stopped (cairn: no sealed memtable,
+    /// no level over its limit, no compaction finished for a second), without changing the
+    /// shape the policy chose: later read phases then measure the tree, not the merges.
+    Settle,
 }
 
 /// How keys are chosen.
@@ -65,6 +77,12 @@ pub enum Budget {
     Reads,
     /// A fixed time in seconds (`--duration` overrides every budget).
     Seconds(f64),
+    /// One operation, by the first thread (maintenance steps: `compact`, `settle`).
+    Once,
+    /// `--reads` entries' worth of operations that each read this many entries: `--reads`
+    /// divided by it, at least 1,000 (`seekrandom:N`, so every range size reads about the
+    /// same number of entries).
+    Entries(usize),
 }
 
 /// How threads are assigned.
@@ -160,6 +178,27 @@ pub fn catalogue() -> Vec<Workload> {
             description: "db_bench: --reads point reads of uniform random keys",
             mix: READ,
             budget: Budget::Reads,
+            ..base.clone()
+        },
+        Workload {
+            name: "readmissing",
+            description: "--reads point reads of keys that were never written (between loaded keys, uniform): zero-result lookups; blk/rd counts false positives",
+            mix: &[(Op::ReadMissing, 1.0)],
+            budget: Budget::Reads,
+            ..base.clone()
+        },
+        Workload {
+            name: "compact",
+            description: "maintenance: compact the whole key space (cairn: compact_range) and wait; its row's space is the steady-state size",
+            mix: &[(Op::Compact, 1.0)],
+            budget: Budget::Once,
+            ..base.clone()
+        },
+        Workload {
+            name: "settle",
+            description: "maintenance: wait until background flushes and compactions stop (the shape is left as the policy made it); w-amp of a fill = (fill + settle bytes) / fill bytes",
+            mix: &[(Op::Settle, 1.0)],
+            budget: Budget::Once,
             ..base.clone()
         },
         Workload {
@@ -399,6 +438,10 @@ pub fn parse_list(list: &str) -> Result<Vec<Workload>> {
         .map(str::trim)
         .filter(|name| !name.is_empty())
     {
+        if let Some((base, nexts)) = name.split_once(':') {
+            chosen.push(sized_seek(name, base, nexts)?);
+            continue;
+        }
         let workload = catalogue
             .iter()
             .find(|workload| workload.name == name)
@@ -413,6 +456,29 @@ pub fn parse_list(list: &str) -> Result<Vec<Workload>> {
         return Err(BenchError::new("--benchmarks names no benchmark"));
     }
     Ok(chosen)
+}
+
+/// `seekrandom:N`: seekrandom reading N entries after each seek (range size N + 1), with a
+/// budget of `--reads` entries, so one command can sweep range sizes on one database.
+fn sized_seek(name: &str, base: &str, nexts: &str) -> Result<Workload> {
+    let nexts: usize = nexts
+        .parse()
+        .ok()
+        .filter(|_| base == "seekrandom")
+        .ok_or_else(|| {
+            BenchError::new(format!(
+                "unknown benchmark `{name}`; only seekrandom takes a size (`seekrandom:N`, N entries read after each seek)"
+            ))
+        })?;
+    let mut workload = catalogue()
+        .into_iter()
+        .find(|workload| workload.name == base)
+        .ok_or_else(|| BenchError::new(format!("unknown benchmark `{base}`")))?;
+    // The name must live as long as the run's reports; a command line names a handful.
+    workload.name = Box::leak(name.to_string().into_boxed_str());
+    workload.scan_length = Some((nexts + 1, nexts + 1));
+    workload.budget = Budget::Entries(nexts + 1);
+    Ok(workload)
 }
 
 /// The catalogue as text, for `--benchmarks list`.
@@ -443,6 +509,13 @@ mod tests {
             Some(names.len())
         );
         assert!(parse_list("fillrandom,nonsense").is_err());
+        let sized = parse_list("seekrandom:99,seekrandom:0").unwrap();
+        assert_eq!(sized[0].name, "seekrandom:99");
+        assert_eq!(sized[0].scan_length, Some((100, 100)));
+        assert_eq!(sized[0].budget, Budget::Entries(100));
+        assert_eq!(sized[1].scan_length, Some((1, 1)));
+        assert!(parse_list("readrandom:5").is_err());
+        assert!(parse_list("seekrandom:x").is_err());
     }
 
     #[test]

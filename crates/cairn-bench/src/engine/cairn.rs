@@ -1,9 +1,10 @@
 //! cairn through its public `Db` API.
 
 use super::{Engine, EngineConfig};
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use cairn::{Db, LevelOptions, Options, ReadOptions, TableReadMode, WriteOptions};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// A cairn database.
 #[derive(Debug)]
@@ -39,12 +40,15 @@ fn options(config: &EngineConfig, name: &str) -> Options {
     options.bloom_allocation = shape.bloom_allocation;
     options.level_count = shape.levels;
     options.compaction_threads = shape.compaction_threads;
-    options.level_options = shape
+    let levels = shape
         .level_block_sizes
-        .iter()
-        .map(|&size| {
+        .len()
+        .max(shape.level_compression.len());
+    options.level_options = (0..levels)
+        .map(|index| {
             let mut level = LevelOptions::default();
-            level.block_size_bytes = Some(size);
+            level.block_size_bytes = shape.level_block_sizes.get(index).copied();
+            level.compression = shape.level_compression.get(index).copied();
             level
         })
         .collect();
@@ -65,6 +69,58 @@ fn options(config: &EngineConfig, name: &str) -> Options {
     };
     options.lookup_threads = config.lookup_threads;
     options
+}
+
+/// Polls `db` until no sealed memtable waits, no level's score is ≥ 1 and no flush or
+/// compaction finished for a second (at most ten minutes).
+fn settle(db: &Db) -> Result<()> {
+    let quiet_for = Duration::from_secs(1);
+    let give_up = Instant::now() + Duration::from_secs(600);
+    let progress = |stats: &cairn::Stats| {
+        (
+            stats.counter("flushes"),
+            stats.counter("compactions"),
+            stats.counter("trivial_moves"),
+        )
+    };
+    let mut last = progress(&db.stats());
+    let mut quiet_since = Instant::now();
+    while Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(100));
+        let stats = db.stats();
+        let now = progress(&stats);
+        let pending =
+            stats.immutable_memtables > 0 || stats.levels.iter().any(|level| level.score >= 1.0);
+        if now != last || pending {
+            last = now;
+            quiet_since = Instant::now();
+        } else if quiet_since.elapsed() >= quiet_for {
+            return Ok(());
+        }
+    }
+    Err(BenchError::new(
+        "settle: background work did not stop within ten minutes",
+    ))
+}
+
+/// `L0:2r/2f/120M L1:1r/3f/16M ...`: runs, files and MiB of each non-empty level.
+fn describe_levels(levels: &[cairn::LevelStats]) -> String {
+    let mut text = String::new();
+    for (index, level) in levels.iter().enumerate().filter(|(_, l)| l.files > 0) {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&format!(
+            "L{index}:{}r/{}f/{:.0}M",
+            level.runs.len(),
+            level.files,
+            level.bytes as f64 / f64::from(1 << 20)
+        ));
+    }
+    if text.is_empty() {
+        text.push_str("empty");
+    }
+    text
 }
 
 /// The option mapping printed at startup.
@@ -109,8 +165,10 @@ pub fn mapping_for(name: &str, config: &EngineConfig) -> Vec<String> {
             options.level_count
         ),
         format!(
-            "bloom_allocation={:?} level_block_sizes={:?}",
-            options.bloom_allocation, config.shape.level_block_sizes
+            "bloom_allocation={:?} level_block_sizes={:?} level_compression={:?}",
+            options.bloom_allocation,
+            config.shape.level_block_sizes,
+            config.shape.level_compression
         ),
         format!(
             "background: {} flush thread + {} compaction threads",
@@ -214,12 +272,29 @@ impl Engine for CairnEngine {
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
-        self.db
-            .stats()
+        let stats = self.db.stats();
+        let mut counters: Vec<(String, u64)> = stats
             .counters
             .into_iter()
             .map(|(name, value)| (name.to_string(), value))
-            .collect()
+            .collect();
+        // Every data-block access of a read goes through the cache (index and filter are
+        // held in memory), so hits + misses per point read is the blocks it read.
+        counters.push(("block_cache_hits".to_string(), stats.block_cache_hits));
+        counters.push(("block_cache_misses".to_string(), stats.block_cache_misses));
+        counters
+    }
+
+    fn compact(&self) -> Result<()> {
+        Ok(self.db.compact_range(None, None)?)
+    }
+
+    fn settle(&self) -> Result<()> {
+        settle(&self.db)
+    }
+
+    fn shape(&self) -> Option<String> {
+        Some(describe_levels(&self.db.level_stats()))
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -83,6 +83,9 @@ pub struct ShapeConfig {
     pub bloom_allocation: ::cairn::BloomAllocation,
     /// Data block size per level from level 0 (empty: `block_size` everywhere).
     pub level_block_sizes: Vec<usize>,
+    /// Compression per level from level 0 (empty: `compression` everywhere).
+    #[serde(serialize_with = "compression_list")]
+    pub level_compression: Vec<::cairn::Compression>,
     /// Number of levels.
     pub levels: usize,
     /// Background compaction threads.
@@ -99,10 +102,22 @@ impl Default for ShapeConfig {
             merge_fraction: options.merge_fraction,
             bloom_allocation: options.bloom_allocation,
             level_block_sizes: Vec::new(),
+            level_compression: Vec::new(),
             levels: options.level_count,
             compaction_threads: options.compaction_threads,
         }
     }
+}
+
+fn compression_list<S: serde::Serializer>(
+    list: &[::cairn::Compression],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    let names: Vec<String> = list
+        .iter()
+        .map(|compression| format!("{compression:?}").to_lowercase())
+        .collect();
+    serde::Serialize::serialize(&names, serializer)
 }
 
 fn debug_string<T: std::fmt::Debug, S: serde::Serializer>(
@@ -217,6 +232,21 @@ pub trait Engine: Send + Sync {
     /// Engine-internal counters worth reporting (name, value).
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
+    }
+    /// Compacts the whole key space and waits for it (the `compact` workload).
+    fn compact(&self) -> Result<()> {
+        Err(BenchError::new(
+            "this engine has no whole-range compaction in cairn-bench (`compact`)",
+        ))
+    }
+    /// Waits until background flushes and compactions have stopped (the `settle` workload);
+    /// engines that expose no such state return at once.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+    /// The tree's shape now, one short line (None where the engine does not report it).
+    fn shape(&self) -> Option<String> {
+        None
     }
     /// Closes the engine, reporting errors from the shutdown.
     fn close(self: Box<Self>) -> Result<()>;
