@@ -381,7 +381,8 @@ fn crossing_writer_finishes_while_the_switch_is_held(
         let (db, gate) = (Arc::clone(&db), Arc::clone(&gate));
         std::thread::spawn(move || {
             for index in 0..16u64 {
-                db.put(format!("crossing{index:02}").as_bytes(), b"c").unwrap();
+                db.put(format!("crossing{index:02}").as_bytes(), b"c")
+                    .unwrap();
             }
             gate.is_holding()
         })
@@ -398,7 +399,9 @@ fn crossing_writer_finishes_while_the_switch_is_held(
     );
     for index in 0..16u64 {
         assert_eq!(
-            db.get(format!("crossing{index:02}").as_bytes()).unwrap().as_deref(),
+            db.get(format!("crossing{index:02}").as_bytes())
+                .unwrap()
+                .as_deref(),
             Some(&b"c"[..])
         );
     }
