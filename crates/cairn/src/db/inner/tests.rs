@@ -113,7 +113,7 @@ fn thread_cpu_time() -> std::time::Duration {
     };
     // SAFETY: `clock_gettime` writes one `timespec` into `now`, a valid, exclusively
     // borrowed local; `CLOCK_THREAD_CPUTIME_ID` is supported on every Linux.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut now) };
     assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
     std::time::Duration::new(
         u64::try_from(now.tv_sec).unwrap(),
@@ -210,7 +210,7 @@ fn waiters_of_a_held_writer_park(wal_enabled: bool, waiters: Vec<(&'static str, 
                 Waited {
                     name,
                     wall: wall.elapsed(),
-                    cpu: thread_cpu_time() - cpu,
+                    cpu: thread_cpu_time().saturating_sub(cpu),
                     preempted: thread_involuntary_switches() - preempted,
                     after_release: released.load(Ordering::SeqCst),
                 }
