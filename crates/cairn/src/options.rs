@@ -34,8 +34,9 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Open without writing anything: no WAL, no MANIFEST, no CURRENT rewrite, no LOCK (so a
     /// writer may hold the database meanwhile). The handle reads the state as of its open,
-    /// the WAL tail included; writes fail with `InvalidArgument`. See [`crate::Db::open_read_only`].
-    /// Default: `false`.
+    /// the WAL tail included; writes fail with `InvalidArgument`. It starts no thread (no
+    /// flush, compaction or lookup-pool threads: `lookup_threads` is ignored). See
+    /// [`crate::Db::open_read_only`]. Default: `false`.
     pub read_only: bool,
     /// Fail if a database already exists. Default: `false`.
     pub error_if_exists: bool,
@@ -115,6 +116,7 @@ pub struct Options {
     /// Threads that probe sorted runs concurrently when a point lookup must search more than
     /// one (0, the default: probe them one after another). Helps when blocks come from disk
     /// (the waits overlap); with cached blocks the hand-offs cost more than they save.
+    /// A read-only handle starts no pool.
     pub lookup_threads: usize,
     /// A hook asked, when compaction rewrites a key, whether to keep, remove or change its
     /// newest value (for instance to expire keys); see [`crate::CompactionFilter`].

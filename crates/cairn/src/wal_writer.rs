@@ -66,6 +66,11 @@
 //!    serialised by `sync_role`. A file system without a `SyncHandle` falls back to syncing
 //!    under the leader role (plain writers then wait for it). A failed sync is sticky: every
 //!    later write of the log fails.
+//! 9. A leader (or `finish`) that wrote nothing wakes only the writers parked while it held
+//!    the role (`role_waiters`): one of them may have published after its scan. Writers that
+//!    led themselves and found nothing sleep until a write moves the watermark (every such
+//!    leader notifies) or `PARK_TIMEOUT`: a writer held between reserve and publish costs its
+//!    waiters no CPU beyond one lead per timeout each.
 
 use crate::error::{Error, Result};
 use crate::fs::{SyncHandle, WritableFile};
@@ -161,6 +166,8 @@ pub struct Log {
     /// of the leader role, so a waiter never sleeps through a write it could use or a
     /// leader role it could take (for longer than `PARK_TIMEOUT`).
     parker: Parker,
+    /// Writers parked because another thread held the leader role (invariant 9).
+    role_waiters: std::sync::atomic::AtomicUsize,
     /// Runs right before this log's fdatasync of its live file (tests force interleavings).
     #[cfg(all(test, not(loom)))]
     before_sync: tests::Hook,
@@ -222,6 +229,7 @@ impl Log {
             sealed_for_good: crate::sync::AtomicBool::new(false),
             global_written,
             parker: Parker::default(),
+            role_waiters: std::sync::atomic::AtomicUsize::new(0),
             #[cfg(all(test, not(loom)))]
             before_sync: tests::Hook::default(),
         }
@@ -417,6 +425,13 @@ impl Log {
                 outcome?;
                 continue;
             }
+            // Waiting for the leader role (not for a lower writer's publish, after leading
+            // ourselves): counted, so that a leader that wrote nothing still wakes us.
+            let role_waiter = !led && !written();
+            if role_waiter {
+                self.role_waiters
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
             self.parker.wait(&mut round, || {
                 self.failed.get().is_some()
                     || done()
@@ -426,6 +441,28 @@ impl Log {
                         !led && self.leader.try_lock().is_ok()
                     }
             });
+            if role_waiter {
+                self.role_waiters
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Wakes parked waiters after this thread let go of the leader role: always if the
+    /// written watermark `moved` (or the log failed), else only if a waiter parked for the
+    /// role (it may have published after our scan and must lead). Waiters that led and found
+    /// nothing to write are not woken by a lead that found nothing either: with several of
+    /// them waiting for one descheduled writer, each such wake-up led again and woke the
+    /// others, a ping-pong that kept every waiter's core busy (invariant 9).
+    fn notify_after_lead(&self, moved: bool) {
+        // Orders the release of the role before the load of the count: a role waiter either
+        // sees the role free in its last check (`Parker::park`) or is counted here.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        if moved
+            || self.failed.get().is_some()
+            || self.role_waiters.load(std::sync::atomic::Ordering::SeqCst) > 0
+        {
+            self.parker.notify_after_seqcst();
         }
     }
 
@@ -443,8 +480,9 @@ impl Log {
         // lead (it checks the role is free before it sleeps). If nothing new was published,
         // a lower writer is between reserving and publishing: it leads (and so notifies)
         // once it reaches its own wait.
-        self.parker.notify();
-        Some(outcome.map(|()| self.written_sequence.load(Ordering::Acquire) != before))
+        let moved = self.written_sequence.load(Ordering::Acquire) != before;
+        self.notify_after_lead(moved);
+        Some(outcome.map(|()| moved))
     }
 
     /// Writes every published record. Caller holds `leader`. Never syncs (invariant 8).
@@ -647,7 +685,8 @@ impl Log {
             };
             if step.is_some() {
                 // As in `wait_for`: this log's own writers may be parked on the role.
-                self.parker.notify();
+                let moved = self.written_sequence.load(Ordering::Acquire) != written_before;
+                self.notify_after_lead(moved || matches!(step, Some(Ok(true))));
             }
             match step {
                 Some(Ok(true)) => return Ok(()),

@@ -8,7 +8,7 @@ mod common;
 
 use cairn::fs::fault::{FaultFs, FaultKind, FaultPlan};
 use cairn::testing::version::{AddedFile, VersionEdit, VersionSet};
-use cairn::{Db, Error, FileSystem, Options, WriteOptions};
+use cairn::{Compression, Db, Error, FileSystem, LevelOptions, Options, WriteOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -371,5 +371,47 @@ fn trimmed_mapped_wal_is_synced_before_the_next_log_counts() {
     assert!(
         lost.is_empty(),
         "synced writes lost after power loss with images {lost:?}"
+    );
+}
+
+/// Bug (found in review): the table that recovery writes from the WAL at open used the
+/// database-wide table options, not level 0's (`level_options[0]`): Bloom bits, block size
+/// and compression of level 0 were ignored for it.
+#[test]
+fn the_table_written_at_recovery_uses_level_0_options() {
+    let directory = common::TempDir::new("recovery-level0-options");
+    let options = || {
+        let mut options = Options::default();
+        options.bloom_bits_per_key = 10;
+        options.block_size_bytes = 64 * 1024;
+        options.compression = Compression::Lz4;
+        let mut level0 = LevelOptions::default();
+        level0.bloom_bits_per_key = Some(0);
+        level0.block_size_bytes = Some(256);
+        level0.compression = Some(Compression::None);
+        options.level_options = vec![level0];
+        options
+    };
+    let db = Db::open(directory.path(), options()).unwrap();
+    for index in 0..200 {
+        db.put(&key(index), &[b'v'; 100]).unwrap();
+    }
+    // A process crash: the files as the OS holds them, the WAL not flushed to a table.
+    let image = common::TempDir::new("recovery-level0-options-image");
+    common::copy_dir(directory.path(), image.path());
+    drop(db);
+    let recovered = Db::open(image.path(), options()).unwrap();
+    assert_eq!(scan(&recovered).len(), 200);
+    recovered.close().unwrap();
+    let tables = cairn::inspect::manifest::live_tables(image.path()).unwrap();
+    assert_eq!(tables.len(), 1, "{tables:?}");
+    let dump = cairn::inspect::table::dump_table(&tables[0].path).unwrap();
+    let blocks = dump.blocks.len();
+    let compressed = dump.blocks.iter().filter(|block| block.compressed).count();
+    assert!(
+        dump.filter.size_bytes == 0 && blocks >= 40 && compressed == 0,
+        "the recovered table ignores level 0's options (no filter, 256-byte blocks, no \
+         compression): filter {} bytes, {blocks} data blocks, {compressed} compressed",
+        dump.filter.size_bytes
     );
 }

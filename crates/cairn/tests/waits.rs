@@ -23,12 +23,17 @@
 //! 3. The WAL of the next memtable switch is prepared ahead: the directory's newest WAL is
 //!    empty and numbered above every WAL in use, and a process-crash image of the directory
 //!    recovers every acknowledged write (recovery stops at the first empty WAL).
+//! 4. A writer that crosses a memtable switch does not wait through the next WAL's creation:
+//!    while the switching writer is held (a `FaultFs` gate, released by the test or after
+//!    20 s) in the create (and fallocate) of a WAL file, or in the directory fsync that makes
+//!    its name durable, another writer's puts into the new buffer complete.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use cairn::testing::filename::{parse_file_name, FileKind};
+use cairn::FaultFs;
 use cairn::{Db, Options, Update, WriteOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -330,4 +335,86 @@ fn the_next_wal_is_prepared_ahead_and_recovery_keeps_every_write() {
     drop(db);
     let recovered = Db::open(image.path(), options()).unwrap();
     assert_eq!(common::scan(&recovered), expected);
+}
+
+/// Whether a writer arriving while the switching writer is held at the gated `operation`
+/// (on paths containing `path_contains`) completes its puts before the gate is released
+/// (invariant 4). The gate opens by itself after 20 s, so a writer that waits through it
+/// still finishes, and the verdict is whether the gate was still holding when it did.
+fn crossing_writer_finishes_while_the_switch_is_held(
+    operation: &'static str,
+    path_contains: &'static str,
+) {
+    let fs = FaultFs::new();
+    let options = || {
+        let mut options = Options::default();
+        options.file_system = Arc::new(fs.clone());
+        options.write_buffer_size_bytes = 64 * 1024;
+        options
+    };
+    let db = Arc::new(Db::open("/db", options()).unwrap());
+    // A first switch: from then on the next WAL is prepared ahead (where the engine does so).
+    db.put(b"first", b"1").unwrap();
+    db.flush().unwrap();
+    let gate = fs.set_gate(operation, path_contains, Duration::from_secs(20));
+    let stop = Arc::new(AtomicBool::new(false));
+    let filler = {
+        let (db, stop) = (Arc::clone(&db), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("switching-writer".into())
+            .spawn(move || {
+                let mut written = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    db.put(&common::key(written, 8), &[b'f'; 1024]).unwrap();
+                    written += 1;
+                }
+                written
+            })
+            .unwrap()
+    };
+    // The filler fills the buffer; the put that finds it full switches and reaches the gate.
+    assert!(
+        gate.wait_for_arrival("switching-writer", Duration::from_secs(20)),
+        "no switch reached the gated {operation}"
+    );
+    let crossing = {
+        let (db, gate) = (Arc::clone(&db), Arc::clone(&gate));
+        std::thread::spawn(move || {
+            for index in 0..16u64 {
+                db.put(format!("crossing{index:02}").as_bytes(), b"c")
+                    .unwrap();
+            }
+            gate.is_holding()
+        })
+    };
+    let finished_while_held = crossing.join().unwrap();
+    let timed_out = gate.timed_out();
+    gate.release();
+    stop.store(true, Ordering::Relaxed);
+    let filled = filler.join().unwrap();
+    assert!(
+        finished_while_held,
+        "a writer crossing the memtable switch waited until the switching writer's gated \
+         {operation} on a WAL was released (gate timed out: {timed_out})"
+    );
+    for index in 0..16u64 {
+        assert_eq!(
+            db.get(format!("crossing{index:02}").as_bytes())
+                .unwrap()
+                .as_deref(),
+            Some(&b"c"[..])
+        );
+    }
+    assert!(db.get(&common::key(filled - 1, 8)).unwrap().is_some());
+}
+
+#[test]
+fn a_writer_crossing_a_switch_does_not_wait_for_the_next_wal_s_create() {
+    // `create_log` (mapped WAL: create, fallocate, mmap) is counted as a "create".
+    crossing_writer_finishes_while_the_switch_is_held("create", ".log");
+}
+
+#[test]
+fn a_writer_crossing_a_switch_does_not_wait_for_the_directory_fsync() {
+    crossing_writer_finishes_while_the_switch_is_held("sync_dir", "/db");
 }

@@ -191,10 +191,7 @@ impl DbInner {
         level: usize,
     ) -> Result<Vec<AddedFile>> {
         let version = &self.super_version.load().version;
-        let deepest = (0..version.level_count())
-            .rev()
-            .find(|&level| !version.files(level).is_empty())
-            .unwrap_or(0);
+        let deepest = version.deepest_nonempty_level();
         let settings = OutputSettings {
             file_system: self.file_system.as_ref(),
             directory: &self.directory,

@@ -33,7 +33,7 @@ use crate::memory::{MemComponent, ReplayBuffer, WriteBuffer};
 use crate::options::Options;
 use crate::sequence::{Acknowledged, Watermark};
 use crate::snapshot::SnapshotList;
-use crate::sstable::{BlockCache, TableOptions};
+use crate::sstable::BlockCache;
 use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::{VersionEdit, VersionSet};
@@ -73,6 +73,16 @@ pub(super) fn open_inner(directory: &Path, options: Options) -> Result<Arc<DbInn
     }
 }
 
+/// The lookup-pool threads to start: none for a read-only handle (invariant 4: it starts no
+/// thread; its lookups probe the runs one after another).
+fn lookup_threads(options: &Options) -> usize {
+    if options.read_only {
+        0
+    } else {
+        options.lookup_threads
+    }
+}
+
 fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     let file_system = Arc::clone(&options.file_system);
     let (lock, mut versions) = open_directory(directory, &file_system, &options)?;
@@ -86,9 +96,8 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
             options.verify_checksums,
         )
         .with_read_mode(options.table_read_mode)
-        .with_lookup_threads(options.lookup_threads)?,
+        .with_lookup_threads(lookup_threads(&options))?,
     );
-    let table_options = TableOptions::from(&options);
     let replay = replay_wals(directory, file_system.as_ref(), &mut versions, &options)?;
     let last_sequence = replay.last_sequence;
     let dropped = replay.dropped;
@@ -101,7 +110,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
             directory,
             file_system.as_ref(),
             &mut versions,
-            &table_options,
+            &options,
             &replay,
         )?;
         let log = start_first_wal(
@@ -549,23 +558,25 @@ impl Replay {
     }
 }
 
-/// Writes what replay gathered to a level-0 table and records it (unlogged: the fresh
-/// MANIFEST snapshot written next carries it).
+/// Writes what replay gathered to a level-0 table, with level 0's table options (as a
+/// flush would), and records it (unlogged: the fresh MANIFEST snapshot written next
+/// carries it).
 fn write_replayed(
     directory: &Path,
     file_system: &dyn FileSystem,
     versions: &mut VersionSet,
-    table_options: &TableOptions,
+    options: &Options,
     replay: &Replay,
 ) -> Result<()> {
     if replay.buffer.is_empty() {
         return Ok(());
     }
+    let deepest = versions.current().deepest_nonempty_level();
     let number = versions.new_file_number();
     let settings = OutputSettings {
         file_system,
         directory,
-        table_options: *table_options,
+        table_options: compaction::table_options_for(options, 0, deepest),
         target_file_size_bytes: None,
     };
     let mut filter = VersionFilter::new(&[], None);

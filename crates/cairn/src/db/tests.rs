@@ -174,3 +174,26 @@ fn a_sequence_gap_inside_one_wal_is_still_corruption() {
         other => panic!("expected corruption, got {other:?}"),
     }
 }
+
+/// Bug (found in review): a read-only handle with `lookup_threads > 0` started the lookup
+/// pool's threads, though a read-only handle promises no background thread.
+#[test]
+fn a_read_only_handle_starts_no_lookup_pool() {
+    let fs = MemFs::new();
+    closed_database(&fs);
+    let db = Db::open_read_only(
+        "/db",
+        Options {
+            file_system: Arc::new(fs.clone()),
+            lookup_threads: 2,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert!(db.threads.is_empty());
+    assert!(
+        db.inner.table_cache.lookup_pool().is_none(),
+        "a read-only handle started the lookup pool's threads"
+    );
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+}

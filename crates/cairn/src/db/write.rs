@@ -78,6 +78,8 @@ impl DbInner {
         }
         let count = batch.len() as u64;
         let reservation = self.reserve(count, batch.size_bytes())?;
+        // Tests hold a writer here, between reserve and publish (`inner::tests`).
+        self.race_point("write: reserved");
         let first = reservation.first;
         let record_length = {
             let record = batch.encode(first);

@@ -317,6 +317,15 @@ impl Version {
         self.levels.len()
     }
 
+    /// The deepest level holding a file (0 if none does): where Monkey's Bloom allocation
+    /// (`compaction::table_options_for`) counts the tree's depth from.
+    pub fn deepest_nonempty_level(&self) -> usize {
+        (0..self.level_count())
+            .rev()
+            .find(|&level| !self.files(level).is_empty())
+            .unwrap_or(0)
+    }
+
     /// Level `level` (an empty level if out of range).
     pub fn level(&self, level: usize) -> &Level {
         static EMPTY: Level = Level {

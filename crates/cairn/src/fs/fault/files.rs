@@ -26,9 +26,19 @@ pub(super) fn lock_state(state: &Mutex<State>) -> MutexGuard<'_, State> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Sleeps for the latency injected on `operation` at `path`, outside the state lock.
+/// Waits at a gate armed on `operation` at `path` until it opens, then sleeps for the
+/// latency injected on it; both outside the state lock.
 pub(super) fn wait_latency(state: &Mutex<State>, operation: &str, path: &Path) {
-    let delay = lock_state(state).delay_for(operation, path);
+    let (delay, gate) = {
+        let state = lock_state(state);
+        (
+            state.delay_for(operation, path),
+            state.gate_for(operation, path),
+        )
+    };
+    if let Some(gate) = gate {
+        gate.hold();
+    }
     if let Some(delay) = delay {
         std::thread::sleep(delay);
     }

@@ -21,13 +21,15 @@
 //! fails a named operation on a matching path, or fails operations at random from a seed. An
 //! injected ENOSPC on an append writes a prefix of the data first (a short write).
 //! [`FaultFs::injected`] reports what was injected where. [`FaultFs::set_latency`] delays
-//! matching operations (a stalled `sync` or `create_log`) before they run.
+//! matching operations (a stalled `sync` or `create_log`) before they run;
+//! [`FaultFs::set_gate`] holds them until the test releases the gate (or a timeout passes),
+//! so a test decides how long an operation lasts by what it has checked, not by a clock.
 //!
 //! Thread-safety contract: `FaultFs` is `Send + Sync` and cheap to clone (clones share state);
 //! the fault state and model sit behind one mutex, held across every mutating forward, so
 //! operations from many threads are linearised in the order they take it — the operation
-//! indices are that order. Latency sleeps happen outside the mutex. Handles refer to inodes,
-//! so a reader keeps working after its name is removed, as on POSIX.
+//! indices are that order. Latency sleeps and gate holds happen outside the mutex. Handles
+//! refer to inodes, so a reader keeps working after its name is removed, as on POSIX.
 //!
 //! Invariants:
 //! 1. The model's per-file invariants (durable never past written; see `model`) hold after
@@ -38,6 +40,7 @@
 //!    through this wrapper (both change under the same mutex, inner first).
 
 mod files;
+mod gate;
 mod model;
 #[cfg(test)]
 mod tests;
@@ -45,6 +48,7 @@ mod tests;
 use self::files::{
     lock_state, wait_latency, FaultFileLock, FaultRandomAccessFile, FaultWritableFile,
 };
+pub use self::gate::FaultGate;
 use self::model::{Inode, LatencyRule, MetadataOp, SplitMix64, State};
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem, MemFs, RandomAccessFile, WritableFile};
@@ -221,6 +225,29 @@ impl FaultFs {
             path_contains,
             delay,
         });
+    }
+
+    /// Holds every `operation` (named as for [`Self::set_latency`]) whose path contains
+    /// `path_contains` before it runs, until the returned gate is released or `timeout`
+    /// passes (the gate then records that it timed out). Gates add up; the first matching
+    /// one applies.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let file_system = cairn::FaultFs::new();
+    /// let gate = file_system.set_gate("sync_dir", "/db", Duration::from_secs(20));
+    /// gate.release(); // nothing held: later matching operations pass
+    /// assert!(!gate.timed_out());
+    /// ```
+    pub fn set_gate(
+        &self,
+        operation: &'static str,
+        path_contains: &'static str,
+        timeout: Duration,
+    ) -> Arc<FaultGate> {
+        let gate = Arc::new(FaultGate::new(operation, path_contains, timeout));
+        self.state().gates.push(Arc::clone(&gate));
+        gate
     }
 
     /// Removes every latency rule.

@@ -165,6 +165,8 @@ pub(super) struct State {
     pub(super) crashed: bool,
     pub(super) injected: Vec<InjectedFault>,
     pub(super) latency: Vec<LatencyRule>,
+    /// Gates armed by `FaultFs::set_gate`, first match wins.
+    pub(super) gates: Vec<std::sync::Arc<super::FaultGate>>,
     pub(super) holes: bool,
 }
 
@@ -239,6 +241,19 @@ impl State {
             .iter()
             .find(|rule| rule.operation == operation && path.contains(rule.path_contains))
             .map(|rule| rule.delay)
+    }
+
+    /// The first armed gate matching `operation` on `path`, if any.
+    pub(super) fn gate_for(
+        &self,
+        operation: &str,
+        path: &Path,
+    ) -> Option<std::sync::Arc<super::FaultGate>> {
+        let path = path.to_str().unwrap_or_default();
+        self.gates
+            .iter()
+            .find(|gate| gate.matches(operation, path))
+            .cloned()
     }
 
     pub(super) fn add_inode(&mut self, inode: Inode) -> u64 {
