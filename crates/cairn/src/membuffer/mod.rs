@@ -10,12 +10,16 @@
 //! Structure: `boundaries` (key ranges from a sample of the keys written: the first
 //! `sample_keys` writes of a buffer go to the memtable directly and are sampled), one
 //! `Partition` per range, each with a current `table::Table` (the generation writers insert
-//! into) and at most one draining table (sealed, being moved into the memtable). Tables are
-//! never freed before the Membuffer: lookups return borrows of their bytes that live as long as
-//! the write buffer, so a drained table is retained (and counted in `memory_bytes`).
+//! into) and at most one draining table (sealed, being moved into the memtable). A table holds
+//! one record per key, updated in place (`table`, `record`). A drained table is retired with an
+//! epoch stamp (`crate::epoch`, the project's own: a pin is a store to the thread's own slot and
+//! a fence, and the Membuffer retires one table per drain, so its slower retiring does not
+//! matter) and freed once every thread pinned when it was unlinked has unpinned; lookups copy
+//! the version out while pinned, so nothing borrows a table after its pin.
 //!
-//! Write (`insert`): pick the partition; load its current table; `enter` (fails only if a
-//! drainer sealed it, then reload); insert; `exit`; the insert that takes a table past half
+//! Write (`insert`, pinned): pick the partition; load its current table; `enter` (fails only if
+//! a drainer sealed it, then reload); insert — a key already in the table has its version moved
+//! to the memtable and is overwritten in place (`table` invariant 1); `exit`; the insert that takes a table past half
 //! full unparks the drainer threads (`drainer`), which drain every half-full partition
 //! whose drain lock is free. A full table: the writer drains the partition itself if nobody
 //! else is (`try_lock` of the partition's drain lock; time counted in stats) and retries
@@ -24,10 +28,12 @@
 //! Drain (one thread per partition at a time, holding its drain lock): publish the current
 //! table as `draining`, install a fresh current table, seal the old one and wait for the
 //! writers inside to leave, gather and sort its versions, insert them into the memtable
-//! (multi-insert or, for the benchmark variant, one by one), then clear `draining`.
+//! (multi-insert or, for the benchmark variant, one by one), then clear `draining` and retire
+//! the table.
 //!
-//! Read (`get`): the current table, then the draining table, newest version at or below the
-//! read's sequence from either; the caller then asks the memtable and keeps the newer. By the
+//! Read (`get`, pinned): the current table, then the draining table, the version at or below the
+//! read's sequence from either, copied out; the caller then asks the memtable and keeps the
+//! newer. By the
 //! drain's order (draining set before the swap, cleared after the memtable inserts; all
 //! `SeqCst`), a reader that misses a version in both tables finds it in the memtable.
 //!
@@ -38,16 +44,21 @@
 //! time however many writes continue: no retry loop, hence no fallback is ever taken.
 //!
 //! Thread-safety contract: `insert`, `get` and `drain_for_scan` run on any number of threads;
-//! readers never write shared memory; writers and readers never block (a writer may spin for
-//! a drainer's table swap, a few instructions). Drains of one partition are serialised by its
-//! drain lock.
+//! readers never write shared memory (their epoch slot is their own); a writer may spin for a
+//! drainer's table swap (a few instructions) or for another writer of the same key (one
+//! memtable insert), a reader for a rewrite of the record it copies. Drains of one partition
+//! are serialised by its drain lock.
 //!
 //! Invariants:
-//! 1. Every version inserted is, at any moment, in exactly one of: a partition's current
-//!    table, its draining table, or the memtable — and moves only in that order.
+//! 1. Every version inserted is, at any moment, in one of: a partition's current table, its
+//!    draining table, or the memtable — and moves only in that order (an in-place update puts
+//!    the old version in the memtable before the record changes: for that instant it is in
+//!    both, which readers tolerate as they take the newer of equal versions).
 //! 2. A partition's `draining` is non-null only while its drain lock is held.
-//! 3. Every table a partition ever pointed to is in `retained`, so pointers stay valid as long
-//!    as the Membuffer.
+//! 3. A table is freed only after no partition points to it and every thread pinned at its
+//!    retirement has unpinned; every access to a table is pinned or by the holder of its
+//!    partition's drain lock (the only thread that retires it). The Membuffer frees the rest
+//!    when it drops.
 
 mod boundaries;
 mod drainer;
