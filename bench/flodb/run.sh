@@ -10,6 +10,7 @@
 #   DB_DIR       where the databases go (default /tmp/cairn-flodb-bench, wiped per run)
 #   EXTRA        extra cairn-bench flags appended to every command
 #   BUDGETS      budgets in MiB to run instead of the figure's grid (e.g. "4096 1024")
+#   FIG17_NUM    keys of the Fig. 17 fill (default 20000000)
 #   PEERS        engines beside cairn's in fig15/fig16/scan (default rocksdb; "" for none)
 #
 # Every run writes OUT_DIR/<figure>/<budget>/results.json (+ the run's stdout in run.log);
@@ -46,7 +47,7 @@ run() { # run FIGURE BUDGET_LABEL cairn-bench-args...
 fig17() {
   for budget in $(budgets 256 1024 4096); do
     run fig17 "${budget}MiB" --engines cairn-nomembuffer,cairn-simpleinsert,cairn-membuffer \
-      --benchmarks fillrandom --disable_wal --drop_sealed --num 20000000 --key_size 16 \
+      --benchmarks fillrandom --disable_wal --drop_sealed --num "${FIG17_NUM:-20000000}" --key_size 16 \
       --value_size 100 --threads 1,2 --write_buffer_size $((budget * MIB)) --warmup false
   done
 }
