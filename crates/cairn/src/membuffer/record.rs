@@ -263,7 +263,9 @@ impl Record {
         if value.len() > this.capacity as usize {
             return false;
         }
-        this.sequence.store(sequence, Ordering::Relaxed);
+        // Release: a reader that sees the new sequence (`Record::sequence`, acquire) and so
+        // skips the record also sees the old version's memtable insert, which came before.
+        this.sequence.store(sequence, Ordering::Release);
         this.kind.store(kind_byte(kind), Ordering::Relaxed);
         // SAFETY: locked by the caller, and the value fits.
         unsafe { Self::store_value(record, value) };
