@@ -124,11 +124,13 @@ pub struct Options {
     pub compaction_filter: Option<Arc<dyn crate::compaction::CompactionFilter>>,
     /// The Membuffer (`FloDB`'s upper memory level): writes go to bounded hash tables
     /// partitioned by key range, which are drained into the memtable in sorted batches; a
-    /// write whose partition is full (and being drained) goes to the memtable directly. Off:
-    /// a single-level memtable. Default: off — fills measure about twice as fast with it,
-    /// but drained tables stay allocated (and counted against `write_buffer_size_bytes`)
-    /// until their buffer is flushed, so buffers flush smaller and more often, and random
-    /// reads after a fill measured slower.
+    /// write whose partition is full (and being drained) goes to the memtable directly; a
+    /// key already in the Membuffer is updated in place (its old version moves to the
+    /// memtable). Off: a single-level memtable. Default: off — fills measured about twice as
+    /// fast with it and random reads after a fill about the same, but with one unthrottled
+    /// writer beside the readers (`readwhilewriting`) the readers measured about two thirds
+    /// of their speed without it (the writer, three times faster, takes the cores), and the
+    /// scan and skew workloads are not measured yet (`bench/flodb/run.sh`).
     pub membuffer_enabled: bool,
     /// Percent of `write_buffer_size_bytes` given to the Membuffer; the memtable gets the
     /// rest. Default: 25 (`FloDB`'s one quarter). Between 1 and 50.

@@ -89,6 +89,10 @@ pub struct MembufferCounters {
     pub drains: StripedCounter,
     /// Versions moved into the memtable by drains.
     pub drained_versions: StripedCounter,
+    /// Versions moved into the memtable by an in-place update of their key in the Membuffer
+    /// (the old version leaves the Membuffer's record for the memtable, the new one takes
+    /// its place).
+    pub moved_versions: StripedCounter,
     /// Drains a writer ran itself because its partition was full.
     pub writer_drains: StripedCounter,
     /// Microseconds writers spent draining.
@@ -299,6 +303,10 @@ impl Counters {
             (
                 "membuffer_drained_versions",
                 load(&self.membuffer.drained_versions),
+            ),
+            (
+                "membuffer_moved_versions",
+                load(&self.membuffer.moved_versions),
             ),
             (
                 "membuffer_writer_drains",

@@ -45,7 +45,9 @@ impl DbInner {
         let mut pending = Vec::new();
         for (position, (key, answer)) in keys.iter().zip(answers.iter_mut()).enumerate() {
             match super_version.memory.get(key, sequence) {
-                Some((version, kind, value)) => *answer = Some(owned_version(version, kind, value)),
+                Some((version, kind, value)) => {
+                    *answer = Some(owned_version(version, kind, &value));
+                }
                 None => pending.push(Pending {
                     position,
                     user_key: key,

@@ -97,7 +97,7 @@ impl DbInner {
         };
         if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
             debug_assert!(version <= sequence, "invariant 1");
-            return Ok(Some(owned_version(version, kind, value)));
+            return Ok(Some(owned_version(version, kind, &value)));
         }
         self.tables_version(&super_version, key, sequence)
     }
@@ -113,7 +113,7 @@ impl DbInner {
         let (in_memory, hint) = super_version.memory.get_hinted(key);
         if let Some((version, kind, value)) = in_memory {
             return Ok(HintedRead {
-                found: Some(owned_version(version, kind, value)),
+                found: Some(owned_version(version, kind, &value)),
                 in_memory: true,
                 hint,
             });

@@ -10,12 +10,16 @@
 //! Structure: `boundaries` (key ranges from a sample of the keys written: the first
 //! `sample_keys` writes of a buffer go to the memtable directly and are sampled), one
 //! `Partition` per range, each with a current `table::Table` (the generation writers insert
-//! into) and at most one draining table (sealed, being moved into the memtable). Tables are
-//! never freed before the Membuffer: lookups return borrows of their bytes that live as long as
-//! the write buffer, so a drained table is retained (and counted in `memory_bytes`).
+//! into) and at most one draining table (sealed, being moved into the memtable). A table holds
+//! one record per key, updated in place (`table`, `record`). A drained table is retired with an
+//! epoch stamp (`crate::epoch`, the project's own: a pin is a store to the thread's own slot and
+//! a fence, and the Membuffer retires one table per drain, so its slower retiring does not
+//! matter) and freed once every thread pinned when it was unlinked has unpinned; lookups copy
+//! the version out while pinned, so nothing borrows a table after its pin.
 //!
-//! Write (`insert`): pick the partition; load its current table; `enter` (fails only if a
-//! drainer sealed it, then reload); insert; `exit`; the insert that takes a table past half
+//! Write (`insert`, pinned): pick the partition; load its current table; `enter` (fails only if
+//! a drainer sealed it, then reload); insert — a key already in the table has its version moved
+//! to the memtable and is overwritten in place (`table` invariant 1); `exit`; the insert that takes a table past half
 //! full unparks the drainer threads (`drainer`), which drain every half-full partition
 //! whose drain lock is free. A full table: the writer drains the partition itself if nobody
 //! else is (`try_lock` of the partition's drain lock; time counted in stats) and retries
@@ -24,10 +28,12 @@
 //! Drain (one thread per partition at a time, holding its drain lock): publish the current
 //! table as `draining`, install a fresh current table, seal the old one and wait for the
 //! writers inside to leave, gather and sort its versions, insert them into the memtable
-//! (multi-insert or, for the benchmark variant, one by one), then clear `draining`.
+//! (multi-insert or, for the benchmark variant, one by one), then clear `draining` and retire
+//! the table.
 //!
-//! Read (`get`): the current table, then the draining table, newest version at or below the
-//! read's sequence from either; the caller then asks the memtable and keeps the newer. By the
+//! Read (`get`, pinned): the current table, then the draining table, the version at or below the
+//! read's sequence from either, copied out; the caller then asks the memtable and keeps the
+//! newer. By the
 //! drain's order (draining set before the swap, cleared after the memtable inserts; all
 //! `SeqCst`), a reader that misses a version in both tables finds it in the memtable.
 //!
@@ -38,22 +44,28 @@
 //! time however many writes continue: no retry loop, hence no fallback is ever taken.
 //!
 //! Thread-safety contract: `insert`, `get` and `drain_for_scan` run on any number of threads;
-//! readers never write shared memory; writers and readers never block (a writer may spin for
-//! a drainer's table swap, a few instructions). Drains of one partition are serialised by its
-//! drain lock.
+//! readers never write shared memory (their epoch slot is their own); a writer may spin for a
+//! drainer's table swap (a few instructions) or for another writer of the same key (one
+//! memtable insert), a reader for a rewrite of the record it copies. Drains of one partition
+//! are serialised by its drain lock.
 //!
 //! Invariants:
-//! 1. Every version inserted is, at any moment, in exactly one of: a partition's current
-//!    table, its draining table, or the memtable — and moves only in that order.
+//! 1. Every version inserted is, at any moment, in one of: a partition's current table, its
+//!    draining table, or the memtable — and moves only in that order (an in-place update puts
+//!    the old version in the memtable before the record changes: for that instant it is in
+//!    both, which readers tolerate as they take the newer of equal versions).
 //! 2. A partition's `draining` is non-null only while its drain lock is held.
-//! 3. Every table a partition ever pointed to is in `retained`, so pointers stay valid as long
-//!    as the Membuffer.
+//! 3. A table is freed only after no partition points to it and every thread pinned at its
+//!    retirement has unpinned; every access to a table is pinned or by the holder of its
+//!    partition's drain lock (the only thread that retires it). The Membuffer frees the rest
+//!    when it drops.
 
 mod boundaries;
 mod drainer;
 mod record;
 mod table;
 
+use crate::epoch::EpochTable;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::Memtable;
 use crate::stats::MembufferCounters;
@@ -63,8 +75,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use table::{Put, Table};
 
-/// A version as a Membuffer lookup returns it: sequence, kind, value.
-pub(crate) type Entry<'a> = (SequenceNumber, ValueKind, &'a [u8]);
+/// A version as a Membuffer lookup returns it: sequence, kind, value (copied out, so the
+/// table it came from may be freed once the lookup unpins).
+pub(crate) type Entry = record::Version;
 
 /// How a Membuffer is sized and drained.
 #[derive(Debug, Clone)]
@@ -104,12 +117,12 @@ pub(crate) struct Membuffer {
     config: MembufferConfig,
     sampler: Sampler,
     layout: OnceLock<Layout>,
-    /// Invariant 3: every table ever created, freed when the Membuffer drops.
-    // Boxed on purpose: partitions point at tables, which must not move when the Vec grows.
-    #[allow(clippy::vec_box)]
-    retained: Mutex<Vec<Box<Table>>>,
-    /// Bytes of drained tables (kept for readers, counted against the write buffer).
-    drained_bytes: AtomicUsize,
+    /// Every access to a table runs pinned here (invariant 3).
+    epoch: EpochTable,
+    /// Drained tables with the epoch stamp they were retired at, freed once it is safe.
+    retired: Mutex<Vec<(u64, *mut Table)>>,
+    /// Bytes of retired tables not yet freed (counted against the write buffer).
+    retired_bytes: AtomicUsize,
     /// The drainer threads, unparked when a table passes half full.
     drainers: Mutex<Vec<std::thread::Thread>>,
     /// Set when the buffer is sealed: drainers exit.
@@ -121,13 +134,12 @@ impl std::fmt::Debug for Membuffer {
         formatter
             .debug_struct("Membuffer")
             .field("partitions", &self.layout.get().map(|l| l.partitions.len()))
-            .field("drained_bytes", &self.drained_bytes.load(Ordering::Relaxed))
+            .field("retired_bytes", &self.retired_bytes.load(Ordering::Relaxed))
             .finish()
     }
 }
 
-// Raw table pointers point into `retained`'s boxes, which live as long as the Membuffer
-// (invariant 3); tables are Sync.
+// Raw table pointers are boxes this Membuffer owns (invariant 3); tables are Sync.
 // SAFETY: all shared state is atomics, mutexes, and tables whose own contract is thread-safe.
 unsafe impl Send for Membuffer {}
 // SAFETY: as above.
@@ -140,8 +152,9 @@ impl Membuffer {
             sampler: Sampler::new(config.sample_keys),
             config,
             layout: OnceLock::new(),
-            retained: Mutex::new(Vec::new()),
-            drained_bytes: AtomicUsize::new(0),
+            epoch: EpochTable::new(),
+            retired: Mutex::new(Vec::new()),
+            retired_bytes: AtomicUsize::new(0),
             drainers: Mutex::new(Vec::new()),
             stopped: std::sync::atomic::AtomicBool::new(false),
         }
@@ -190,9 +203,14 @@ impl Membuffer {
         let Some(layout) = self.layout.get() else {
             return false;
         };
+        self.free_retired();
         let mut worked = false;
         for partition in &layout.partitions {
-            if !Self::table(&partition.current).is_some_and(Table::wants_drain) {
+            let wanted = {
+                let _pin = self.epoch.pin();
+                Self::table(&partition.current).is_some_and(Table::wants_drain)
+            };
+            if !wanted {
                 continue;
             }
             if let Ok(_guard) = partition.drain_lock.try_lock() {
@@ -204,15 +222,16 @@ impl Membuffer {
     }
 
     /// Bytes the write buffer must count for the Membuffer: its whole budget (the current
-    /// tables may fill it at any time) plus the drained tables kept for readers.
+    /// tables may fill it at any time) plus the drained tables not yet freed.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.config
             .budget_bytes
-            .saturating_add(self.drained_bytes.load(Ordering::Relaxed))
+            .saturating_add(self.retired_bytes.load(Ordering::Relaxed))
     }
 
     /// Versions not yet drained into the memtable (current and draining tables).
     pub(crate) fn undrained(&self) -> usize {
+        let _pin = self.epoch.pin();
         self.layout.get().map_or(0, |layout| {
             layout
                 .partitions
@@ -225,22 +244,58 @@ impl Membuffer {
         })
     }
 
-    /// The table a partition pointer names, if any.
+    /// The table a partition pointer names, if any. Precondition: the caller is pinned
+    /// (`epoch`) or holds the partition's drain lock, for as long as it uses the table.
     fn table(pointer: &AtomicPtr<Table>) -> Option<&Table> {
-        // SAFETY: a non-null table pointer names a box in `retained` (invariant 3), alive as
-        // long as the Membuffer that owns `pointer`.
+        // SAFETY: a non-null table pointer names a live box (invariant 3): it is freed only
+        // after it was unlinked and every thread pinned at that time unpinned, and only by a
+        // drain lock holder's retire.
         unsafe { pointer.load(Ordering::SeqCst).as_ref() }
     }
 
-    /// A fresh table for one partition, retained (invariant 3).
+    /// A fresh table for one partition, owned by the Membuffer until retired (invariant 3).
     fn new_table(&self, partitions: usize) -> *mut Table {
-        let mut table = Box::new(Table::new(self.config.budget_bytes / partitions.max(1)));
-        let pointer: *mut Table = &raw mut *table;
-        self.retained
+        Box::into_raw(Box::new(Table::new(
+            self.config.budget_bytes / partitions.max(1),
+        )))
+    }
+
+    /// Retires a drained table no partition points to any more: it is freed once no pinned
+    /// thread can still reach it.
+    fn retire(&self, table: *mut Table) {
+        // SAFETY: a live table (the caller unlinked it; nothing frees it before this).
+        let bytes = unsafe { (*table).memory_bytes() };
+        self.retired_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let stamp = self.epoch.advance();
+        self.retired
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(table);
-        pointer
+            .push((stamp, table));
+        self.free_retired();
+    }
+
+    /// Frees the retired tables no pinned thread can reach.
+    fn free_retired(&self) {
+        let mut retired = self
+            .retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if retired.is_empty() {
+            return;
+        }
+        let safe_below = self.epoch.safe_below();
+        retired.retain(|&(stamp, table)| {
+            if stamp >= safe_below {
+                return true;
+            }
+            // SAFETY: unlinked before `stamp` was taken, and every thread pinned then has
+            // unpinned (epoch invariant 2): nobody holds a reference; it was boxed by
+            // `new_table` and is freed once (it leaves the list here).
+            let table = unsafe { Box::from_raw(table) };
+            self.retired_bytes
+                .fetch_sub(table.memory_bytes(), Ordering::Relaxed);
+            false
+        });
     }
 
     /// The layout, building it when `sample` completes it.
@@ -284,6 +339,11 @@ impl Membuffer {
         let hash = crate::hashindex::hash_key(key);
         let mut drained = false;
         let mut round = 0;
+        let mut move_old = |key: &[u8], sequence, kind, value: &[u8]| {
+            memtable.insert(key, sequence, kind, value);
+            self.config.counters.moved_versions.add(1);
+        };
+        let _pin = self.epoch.pin();
         loop {
             let Some(table) = Self::table(&partition.current) else {
                 return self.direct();
@@ -293,7 +353,7 @@ impl Membuffer {
                 crate::sync::spin_wait(&mut round);
                 continue;
             }
-            let put = table.insert(hash, key, sequence, kind, value);
+            let put = table.insert(hash, key, sequence, kind, value, &mut move_old);
             table.exit();
             match put {
                 Put::Done => {
@@ -314,7 +374,7 @@ impl Membuffer {
                     self.config.counters.writer_drain_micros.add(micros);
                     drained = true;
                 }
-                Put::Full | Put::Oversized => return self.direct(),
+                Put::Full | Put::Oversized | Put::Older => return self.direct(),
             }
         }
     }
@@ -327,10 +387,11 @@ impl Membuffer {
 
     /// The newest version of `key` at or below `sequence` in the Membuffer (the caller also
     /// asks the memtable, after this, and keeps the newer: see the module documentation).
-    pub(crate) fn get(&self, key: &[u8], sequence: SequenceNumber) -> Option<Entry<'_>> {
+    pub(crate) fn get(&self, key: &[u8], sequence: SequenceNumber) -> Option<Entry> {
         let layout = self.layout.get()?;
         let partition = layout.partitions.get(layout.boundaries.partition_of(key))?;
         let hash = crate::hashindex::hash_key(key);
+        let _pin = self.epoch.pin();
         let current = Self::table(&partition.current).and_then(|t| t.get(hash, key, sequence));
         let draining = Self::table(&partition.draining).and_then(|t| t.get(hash, key, sequence));
         newer(current, draining)
@@ -371,10 +432,9 @@ impl Membuffer {
             }
         }
         partition.draining.store(ptr::null_mut(), Ordering::SeqCst);
-        self.drained_bytes
-            .fetch_add(old_table.memory_bytes(), Ordering::Relaxed);
         self.config.counters.drains.add(1);
         self.config.counters.drained_versions.add(count);
+        self.retire(old);
     }
 
     /// Drains every partition holding versions into `memtable`, so that the memtable holds
@@ -388,8 +448,11 @@ impl Membuffer {
         let count = layout.partitions.len();
         for partition in &layout.partitions {
             let seen = partition.swaps.load(Ordering::SeqCst);
-            let pending = Self::table(&partition.current).is_some_and(|t| t.len() > 0)
-                || Self::table(&partition.draining).is_some();
+            let pending = {
+                let _pin = self.epoch.pin();
+                Self::table(&partition.current).is_some_and(|t| t.len() > 0)
+                    || Self::table(&partition.draining).is_some()
+            };
             if !pending {
                 continue;
             }
@@ -407,8 +470,34 @@ impl Membuffer {
     }
 }
 
+impl Drop for Membuffer {
+    fn drop(&mut self) {
+        if let Some(layout) = self.layout.take() {
+            for partition in &layout.partitions {
+                for pointer in [&partition.current, &partition.draining] {
+                    let table = pointer.swap(ptr::null_mut(), Ordering::SeqCst);
+                    if !table.is_null() {
+                        // SAFETY: `&mut self`: no other thread holds the Membuffer, so none
+                        // reaches its tables; a live table is freed once (it was unlinked).
+                        drop(unsafe { Box::from_raw(table) });
+                    }
+                }
+            }
+        }
+        let retired = std::mem::take(
+            self.retired
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for (_, table) in retired {
+            // SAFETY: as above; a retired table is in the list once.
+            drop(unsafe { Box::from_raw(table) });
+        }
+    }
+}
+
 /// The newer of two versions of one key.
-fn newer<'a>(first: Option<Entry<'a>>, second: Option<Entry<'a>>) -> Option<Entry<'a>> {
+fn newer(first: Option<Entry>, second: Option<Entry>) -> Option<Entry> {
     match (first, second) {
         (Some(first), Some(second)) => Some(if first.0 >= second.0 { first } else { second }),
         (first, second) => first.or(second),

@@ -1,27 +1,32 @@
-//! One generation of a Membuffer partition: a bounded, insert-only open-addressing hash table
-//! from a key to the chain of its versions (newest first), with its own arena.
+//! One generation of a Membuffer partition: a bounded open-addressing hash table from a key
+//! to one record holding its newest version, updated in place, with its own arena.
 //!
 //! Why this and not the project's `hashindex` + `logmem` + `epoch` (as `MemStore` uses): a
 //! Membuffer table lives for one fill of one partition and is then drained whole, so it needs
 //! no deletes, no resizing, no cleaning and no reclamation of single entries — only an
 //! insert-only array of slots and a bump arena. One slot is one pointer, claimed by one
 //! compare-and-swap; a probe touches one cache line in the common case; an update of a key
-//! already present is a compare-and-swap on the slot's chain. The `MemStore` index's versioned
+//! already present rewrites its record under the record's seqlock (after moving the old
+//! version to the memtable), so a hot key takes no new table memory. The `MemStore` index's versioned
 //! buckets and log segments pay for deletes, cleaning and resizing this table never does.
 //!
 //! Thread-safety contract: any number of writers (between `enter` and `exit`) and readers run
-//! at once; nobody blocks. `seal_and_wait` (the drainer, alone) closes the table to new
+//! at once; writers of one key take turns on its record's lock (held for one memtable insert
+//! and a copy), readers retry a copy that overlapped a rewrite. `seal_and_wait` (the drainer, alone) closes the table to new
 //! writers and waits for those inside to leave; from then on its contents never change and
 //! `records` may gather them. Readers never write shared memory.
 //!
 //! Invariants:
-//! 1. A slot goes from null to a record once; its chain holds only versions of that record's
-//!    key, sorted by sequence descending, without duplicates.
+//! 1. A slot goes from null to a record of one key, and is afterwards replaced only by a
+//!    record of the same key (under the old one's lock); a key has one slot. A record's
+//!    sequence only grows, and a version leaves a record (rewrite or replacement) only after
+//!    `move_old` put it in the memtable, so a reader that finds the record above its sequence
+//!    finds the version it wants in the memtable.
 //! 2. After `seal_and_wait` returns, no writer is inside and none will enter: `records`
-//!    sees every version ever inserted.
-//! 3. `record_count` counts versions whose insert completed (incremented before `exit`).
+//!    sees every version still in the table, and none changes.
+//! 3. `record_count` counts keys (records) whose insert completed (incremented before `exit`).
 
-use super::record::Record;
+use super::record::{Record, Version};
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::arena::Arena;
 use std::ptr;
@@ -36,6 +41,9 @@ const SEALED: u64 = 1 << 63;
 /// The smallest record size assumed when sizing the slot array from a byte budget.
 const RECORD_BYTES_MIN: usize = 64;
 
+/// Where an update puts the version it replaces (the memtable): key, sequence, kind, value.
+pub(super) type MoveOld<'a> = dyn FnMut(&[u8], SequenceNumber, ValueKind, &[u8]) + 'a;
+
 /// What an insert did.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Put {
@@ -43,6 +51,8 @@ pub(super) enum Put {
     Done,
     /// The table is out of bytes, keys or probe room: the version goes elsewhere.
     Full,
+    /// The table holds a newer version of the key: this one goes to the memtable.
+    Older,
     /// The version is too large for any table of this size: it goes to the memtable.
     Oversized,
 }
@@ -134,7 +144,9 @@ impl Table {
         }
     }
 
-    /// Inserts a version. Precondition: the caller is inside (`enter`), and `(key,
+    /// Inserts a version: a new key gets a record; a key already here has its version moved
+    /// to the memtable (`move_old`, called under the record's lock) and is then overwritten in
+    /// place (invariant 1). Precondition: the caller is inside (`enter`), and `(key,
     /// sequence)` was never inserted anywhere before.
     pub(super) fn insert(
         &self,
@@ -143,19 +155,20 @@ impl Table {
         sequence: SequenceNumber,
         kind: ValueKind,
         value: &[u8],
+        move_old: &mut MoveOld<'_>,
     ) -> Put {
         let bytes = Record::bytes(key, value);
         if bytes > self.byte_limit / 4 {
             return Put::Oversized;
-        }
-        if self.arena.published_bytes().saturating_add(bytes) > self.byte_limit {
-            return Put::Full;
         }
         let mut fresh: *mut Record = ptr::null_mut();
         for slot in self.probe(hash) {
             let mut head = slot.load(Ordering::Acquire);
             if head.is_null() {
                 if fresh.is_null() {
+                    if !self.has_room(bytes) {
+                        return Put::Full;
+                    }
                     if self.keys.fetch_add(1, Ordering::Relaxed) >= self.key_limit {
                         self.keys.fetch_sub(1, Ordering::Relaxed);
                         return Put::Full;
@@ -170,20 +183,78 @@ impl Table {
             // SAFETY: a non-null slot holds a published record of this table (invariant 1).
             let same = unsafe { (*head).hash == hash && Record::key(head) == key };
             if same {
-                if fresh.is_null() {
-                    fresh = Record::allocate(&self.arena, hash, key, sequence, kind, value);
-                } else {
+                if !fresh.is_null() {
                     // The key we reserved a slot for turned out present.
                     self.keys.fetch_sub(1, Ordering::Relaxed);
                 }
-                Self::link_version(slot, head, fresh);
-                return self.inserted();
+                return self.update(slot, hash, key, (sequence, kind, value), move_old);
             }
         }
         if !fresh.is_null() {
             self.keys.fetch_sub(1, Ordering::Relaxed);
         }
         Put::Full
+    }
+
+    fn has_room(&self, bytes: usize) -> bool {
+        self.arena.published_bytes().saturating_add(bytes) <= self.byte_limit
+    }
+
+    /// A new version of the key whose record `slot` holds: under the record's lock, the old
+    /// version goes to the memtable, then the new one overwrites it in place, or (a larger
+    /// value) a new record replaces it in the slot.
+    fn update(
+        &self,
+        slot: &AtomicPtr<Record>,
+        hash: u64,
+        key: &[u8],
+        (sequence, kind, value): (SequenceNumber, ValueKind, &[u8]),
+        move_old: &mut MoveOld<'_>,
+    ) -> Put {
+        loop {
+            let head = slot.load(Ordering::Acquire);
+            // SAFETY: a published record of this table, alive while the caller is inside.
+            unsafe { Record::lock(head) };
+            if slot.load(Ordering::Acquire) != head {
+                // Replaced while we waited: lock the replacement instead.
+                // SAFETY: we hold its lock.
+                unsafe { Record::unlock(head) };
+                continue;
+            }
+            // SAFETY: we hold the lock: the version cannot change under us.
+            let (old_sequence, old_kind, old_value) = unsafe { Record::version_locked(head) };
+            if sequence < old_sequence {
+                // A newer version got here first: ours is older and goes below it.
+                // SAFETY: we hold the lock.
+                unsafe { Record::unlock(head) };
+                return Put::Older;
+            }
+            // SAFETY: a live record.
+            let replacement = if unsafe { Record::fits(head, value) } {
+                ptr::null_mut()
+            } else {
+                let bytes = Record::bytes(key, value);
+                if !self.has_room(bytes) {
+                    // SAFETY: we hold the lock.
+                    unsafe { Record::unlock(head) };
+                    return Put::Full;
+                }
+                Record::allocate(&self.arena, hash, key, sequence, kind, value)
+            };
+            // Invariant 1: the old version reaches the memtable before it leaves the table.
+            move_old(key, old_sequence, old_kind, old_value);
+            // SAFETY: we hold the lock; a replacement is fully written before it is published.
+            unsafe {
+                if replacement.is_null() {
+                    let fitted = Record::overwrite_locked(head, sequence, kind, value);
+                    debug_assert!(fitted, "a value checked to fit did not");
+                } else {
+                    slot.store(replacement, Ordering::Release);
+                }
+                Record::unlock(head);
+            }
+            return Put::Done;
+        }
     }
 
     fn inserted(&self) -> Put {
@@ -201,31 +272,7 @@ impl Table {
             .filter_map(move |probe| self.slots.get(start.wrapping_add(probe) & mask))
     }
 
-    /// Puts `version` on the chain starting at `slot` (whose value was `head`), after every
-    /// newer version and before every older one (invariant 1).
-    fn link_version(slot: &AtomicPtr<Record>, head: *mut Record, version: *mut Record) {
-        // SAFETY: `version` is ours and initialised; every record reached is published and
-        // alive as long as the table.
-        unsafe {
-            let ours = (*version).sequence;
-            let mut link = slot;
-            let mut current = head;
-            loop {
-                while !current.is_null() && (*current).sequence > ours {
-                    link = &(*current).older;
-                    current = link.load(Ordering::Acquire);
-                }
-                (*version).older.store(current, Ordering::Relaxed);
-                match link.compare_exchange(current, version, Ordering::Release, Ordering::Acquire)
-                {
-                    Ok(_) => return,
-                    Err(actual) => current = actual,
-                }
-            }
-        }
-    }
-
-    /// The chain head of `key`, or null.
+    /// The record of `key`, or null.
     fn find(&self, hash: u64, key: &[u8]) -> *const Record {
         for slot in self.probe(hash) {
             let head = slot.load(Ordering::Acquire);
@@ -240,69 +287,63 @@ impl Table {
         ptr::null()
     }
 
-    /// The newest version of `key` at or below `sequence`.
-    pub(super) fn get(
-        &self,
-        hash: u64,
-        key: &[u8],
-        sequence: SequenceNumber,
-    ) -> Option<(SequenceNumber, ValueKind, &[u8])> {
-        let mut record = self.find(hash, key);
-        // SAFETY: published records of this table, alive as long as `self`.
+    /// The version of `key` if it is at or below `sequence`, copied out (a version above
+    /// `sequence` means the one the caller wants is in the memtable: invariant 1).
+    pub(super) fn get(&self, hash: u64, key: &[u8], sequence: SequenceNumber) -> Option<Version> {
+        let record = self.find(hash, key);
+        if record.is_null() {
+            return None;
+        }
+        // SAFETY: a published record of this table, alive while the caller is pinned. A
+        // record's sequence only grows, so one above `sequence` stays above it.
         unsafe {
-            while !record.is_null() && (*record).sequence > sequence {
-                record = (*record).older.load(Ordering::Acquire);
+            if Record::sequence(record) > sequence {
+                return None;
             }
-            (!record.is_null()).then(|| Record::entry(record))
+            let version = Record::read(record);
+            (version.0 <= sequence).then_some(version)
         }
     }
 
-    /// Checks invariant 1 (a chain holds one key, sequences strictly descending) and 3
-    /// (`record_count` matches the versions reachable). Precondition: sealed.
+    /// Checks invariant 1 (each key in one record) and 3 (`record_count` matches the
+    /// records reachable). Precondition: sealed.
     #[cfg(feature = "invariants")]
     pub(super) fn check_invariants(&self) -> Result<(), String> {
-        let mut versions = 0;
+        let mut keys = std::collections::HashSet::new();
         for slot in &self.slots {
-            let head = slot.load(Ordering::Acquire).cast_const();
-            let mut record = head;
-            let mut previous: Option<SequenceNumber> = None;
-            while !record.is_null() {
-                // SAFETY: published records of this table, alive as long as `self`.
-                unsafe {
-                    if Record::key(record) != Record::key(head) {
-                        return Err("a chain holds two keys".into());
-                    }
-                    let sequence = (*record).sequence;
-                    if previous.is_some_and(|previous| previous <= sequence) {
-                        return Err(format!("chain out of order at sequence {sequence}"));
-                    }
-                    previous = Some(sequence);
-                    record = (*record).older.load(Ordering::Acquire);
-                }
-                versions += 1;
+            let record = slot.load(Ordering::Acquire).cast_const();
+            if record.is_null() {
+                continue;
+            }
+            // SAFETY: a published record of this table, alive as long as `self`.
+            if !keys.insert(unsafe { Record::key(record) }) {
+                return Err("two records hold one key".into());
             }
         }
-        if versions != self.len() {
+        if keys.len() != self.len() {
             return Err(format!(
-                "{versions} versions reachable, {} counted",
+                "{} records reachable, {} counted",
+                keys.len(),
                 self.len()
             ));
         }
         Ok(())
     }
 
-    /// Every version in the table. Precondition: sealed (invariant 2), so this is all of them.
+    /// Every version in the table. Precondition: sealed (invariant 2), so this is all of them
+    /// and none changes while the borrows live.
     pub(super) fn records(&self) -> Vec<(&[u8], SequenceNumber, ValueKind, &[u8])> {
         let mut records = Vec::with_capacity(self.len());
         for slot in &self.slots {
-            let mut record = slot.load(Ordering::Acquire).cast_const();
-            while !record.is_null() {
-                // SAFETY: published records of this table, alive as long as `self`.
-                unsafe {
-                    let (sequence, kind, value) = Record::entry(record);
-                    records.push((Record::key(record), sequence, kind, value));
-                    record = (*record).older.load(Ordering::Acquire);
-                }
+            let record = slot.load(Ordering::Acquire).cast_const();
+            if record.is_null() {
+                continue;
+            }
+            // SAFETY: a published record of this table, alive as long as `self`; sealed, so
+            // no writer rewrites it.
+            unsafe {
+                let (sequence, kind, value) = Record::version_locked(record);
+                records.push((Record::key(record), sequence, kind, value));
             }
         }
         records

@@ -32,11 +32,13 @@ use crate::membuffer::{Membuffer, MembufferConfig};
 use crate::memtable::{InsertHint, Memtable, SortedNodes};
 use crate::sstable::{BloomFilter, BloomFilterBuilder};
 use crate::wal_writer::Log;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// A version as a memory lookup returns it: its sequence, kind and value.
-pub type MemoryEntry<'a> = (SequenceNumber, ValueKind, &'a [u8]);
+/// A version as a memory lookup returns it: its sequence, kind and value (borrowed from the
+/// memtable, or copied out of the Membuffer, whose tables are freed while readers run).
+pub type MemoryEntry<'a> = (SequenceNumber, ValueKind, Cow<'a, [u8]>);
 
 /// Where a hinted read found (or would insert) a key in a buffer: the insert of the next
 /// version of that key starts there instead of searching from the head. A hint from another
@@ -355,14 +357,20 @@ impl WriteBuffer {
     }
 }
 
-/// The newer of two versions of one key (the two levels' answers).
-fn newer<'a>(
-    first: Option<MemoryEntry<'a>>,
-    second: Option<MemoryEntry<'a>>,
-) -> Option<MemoryEntry<'a>> {
-    match (first, second) {
-        (Some(first), Some(second)) => Some(if first.0 >= second.0 { first } else { second }),
-        (first, second) => first.or(second),
+/// The newer of the two levels' answers for one key: the Membuffer's (copied) and the
+/// memtable's (borrowed).
+fn newer(
+    upper: Option<crate::membuffer::Entry>,
+    lower: Option<(SequenceNumber, ValueKind, &[u8])>,
+) -> Option<MemoryEntry<'_>> {
+    match (upper, lower) {
+        (Some(upper), Some(lower)) if lower.0 > upper.0 => {
+            Some((lower.0, lower.1, Cow::Borrowed(lower.2)))
+        }
+        (Some(upper), _) => Some((upper.0, upper.1, Cow::Owned(upper.2))),
+        (None, lower) => {
+            lower.map(|(sequence, kind, value)| (sequence, kind, Cow::Borrowed(value)))
+        }
     }
 }
 
