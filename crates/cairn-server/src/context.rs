@@ -134,7 +134,9 @@ impl Context {
             store,
             config: RuntimeConfig::default(),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            hash_marks: (0..HASH_MARK_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
+            hash_marks: (0..HASH_MARK_BITS / 64)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             cursors: Mutex::new(Cursors::default()),
             clients: AtomicUsize::new(0),
             next_client_id: AtomicU64::new(1),

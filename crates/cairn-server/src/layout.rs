@@ -138,7 +138,10 @@ impl Record {
         };
         let (expires_at, header) = if tag & HAS_EXPIRY != 0 {
             let at = bytes.get(1..ENVELOPE_HEADER_MAX)?;
-            (Some(u64::from_be_bytes(at.try_into().ok()?)), ENVELOPE_HEADER_MAX)
+            (
+                Some(u64::from_be_bytes(at.try_into().ok()?)),
+                ENVELOPE_HEADER_MAX,
+            )
         } else {
             (None, 1)
         };

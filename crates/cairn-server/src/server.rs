@@ -53,13 +53,17 @@ pub struct Config {
     pub sync: bool,
     /// Log capacity of the `memstore` engine.
     pub memstore_bytes: usize,
+    /// The `db` engine's Membuffer (`cairn::Options::membuffer_enabled`).
+    pub membuffer: bool,
 }
 
 /// Opens the configured engine.
 pub fn open_store(config: &Config) -> Result<SharedStore, String> {
     match config.engine {
         Engine::Db => {
-            let db = cairn::Db::open(&config.dir, cairn::Options::default())
+            let mut options = cairn::Options::default();
+            options.membuffer_enabled = config.membuffer;
+            let db = cairn::Db::open(&config.dir, options)
                 .map_err(|error| format!("cannot open {}: {error}", config.dir.display()))?;
             Ok(Arc::new(DbStore::new(db, config.sync)))
         }

@@ -70,7 +70,10 @@ pub fn set_run(context: &Context, pairs: &[(&[u8], &[u8])]) -> Vec<Reply> {
                 continue;
             }
         }
-        ops.push(Op::Put(layout::meta_key(key), layout::string_envelope(value)));
+        ops.push(Op::Put(
+            layout::meta_key(key),
+            layout::string_envelope(value),
+        ));
         batched.push(index);
     }
     let outcome = if ops.is_empty() {

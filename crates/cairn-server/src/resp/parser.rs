@@ -70,19 +70,21 @@ impl ProtocolError {
 /// when more bytes are needed, or the protocol error to reply before closing.
 pub fn parse(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)>, ProtocolError> {
     let mut ranges = Vec::new();
-    Ok(parse_request(buffer, limits, &mut ranges)?.map(|(request, used)| {
-        let parsed = match request {
-            Request::Ranges => Parsed::Command(
-                ranges
-                    .iter()
-                    .map(|range| buffer.get(range.clone()).unwrap_or_default().to_vec())
-                    .collect(),
-            ),
-            Request::Owned(arguments) => Parsed::Command(arguments),
-            Request::Nothing => Parsed::Nothing,
-        };
-        (parsed, used)
-    }))
+    Ok(
+        parse_request(buffer, limits, &mut ranges)?.map(|(request, used)| {
+            let parsed = match request {
+                Request::Ranges => Parsed::Command(
+                    ranges
+                        .iter()
+                        .map(|range| buffer.get(range.clone()).unwrap_or_default().to_vec())
+                        .collect(),
+                ),
+                Request::Owned(arguments) => Parsed::Command(arguments),
+                Request::Nothing => Parsed::Nothing,
+            };
+            (parsed, used)
+        }),
+    )
 }
 
 /// Like [`parse`], but a multibulk request's arguments are left as byte ranges of `buffer` in
@@ -360,6 +362,26 @@ mod tests {
             parse(&[b'*'; 65], &limits),
             error("too big mbulk count string")
         );
+    }
+
+    #[test]
+    fn integers_read_as_before_the_hand_written_parser() {
+        assert_eq!(parse_integer(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_integer(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_integer(b"-0"), Some(0));
+        assert_eq!(parse_integer(b"007"), Some(7));
+        for bad in [
+            &b"9223372036854775808"[..],
+            b"-9223372036854775809",
+            b"+1",
+            b"-",
+            b"",
+            b"1a",
+            b" 1",
+            b"1 ",
+        ] {
+            assert_eq!(parse_integer(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
