@@ -94,8 +94,9 @@ pub fn set_run(context: &Context, pairs: &[(&[u8], &[u8])]) -> Vec<Reply> {
 }
 
 /// The deletes of `key`'s hash fields if it holds a hash (none when its mark is clear); the
-/// caller holds its lock. An expired record is deleted here (`load_locked`).
-fn hash_deletes(context: &Context, key: &[u8]) -> Result<Vec<Op>, Failure> {
+/// caller holds its lock. An expired record is deleted here (`load_locked`). MSET and MSETNX
+/// use it too.
+pub fn hash_deletes(context: &Context, key: &[u8]) -> Result<Vec<Op>, Failure> {
     if !context.may_hold_hash(key) {
         #[cfg(feature = "invariants")]
         assert!(

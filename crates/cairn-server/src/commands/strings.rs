@@ -284,14 +284,11 @@ fn pairs<'a>(args: &Args<'a>) -> Result<Vec<Pair<'a>>, Failure> {
 fn write_pairs(context: &Context, pairs: &[(&[u8], &[u8])]) -> Result<(), Failure> {
     let mut ops = Vec::new();
     for (key, value) in pairs {
-        if let Some(old) = load_locked(context, key)? {
-            if old.kind == Kind::Hash {
-                ops.extend(delete_ops(context, key, &old)?);
-            }
-        }
+        // Reads the old record only if the key may hold a hash (`plain_set`).
+        ops.extend(super::plain_set::hash_deletes(context, key)?);
         ops.push(Op::Put(
             layout::meta_key(key),
-            Record::string(value.to_vec(), None).encode(),
+            layout::string_envelope(value),
         ));
     }
     context.store.write(ops)?;
