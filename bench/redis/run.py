@@ -139,7 +139,10 @@ def measure(args, side, depth, scratch):
         for test in args.tests.split(","):
             server_before, bench_before = cpu_seconds(process.pid), children_cpu()
             row, wall = run_benchmark(args, port, depth, test)
-            row["server_cpu"] = (cpu_seconds(process.pid) - server_before) / wall
+            server_seconds = cpu_seconds(process.pid) - server_before
+            row["server_cpu"] = server_seconds / wall
+            # CPU per request is what the other load on a shared machine disturbs least.
+            row["server_us_per_request"] = server_seconds * 1e6 / args.requests
             row["bench_cpu"] = (children_cpu() - bench_before) / wall
             rows[test.upper()] = row
     finally:
@@ -158,14 +161,16 @@ def summarize(records, args):
              f"`-t {args.tests} -n {args.requests} -c {args.clients} -d {args.size} "
              f"-r {args.keyspace}`, {args.reps} repetitions, interleaved. Requests/s: median "
              f"(min–max); p99 in ms (median); ratio: median of per-repetition ratios to "
-             f"{BASELINE}. CPU: cores busy during the run (server / redis-benchmark).\n"]
+             f"{BASELINE}. CPU: cores busy during the run (server / redis-benchmark); "
+             f"µs/req: the server's CPU time per request (median; /proc counts 10 ms "
+             f"ticks).\n"]
     summary = []
     tests = sorted({record["test"] for record in records})
     for depth in args.pipelines:
         lines.append(f"\n## -P {depth}\n")
         lines.append("| test | side | requests/s | p99 ms | ratio to " + BASELINE
-                     + " | CPU server | CPU bench |")
-        lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+                     + " | CPU server | CPU bench | server µs/req |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for test in tests:
             for side in args.sides:
                 mine = [r for r in records if r["test"] == test and r["side"] == side
@@ -185,13 +190,15 @@ def summarize(records, args):
                     "ratio_median": statistics.median(ratios) if ratios else None,
                     "server_cpu": statistics.median(r["server_cpu"] for r in mine),
                     "bench_cpu": statistics.median(r["bench_cpu"] for r in mine),
+                    "server_us_per_request": statistics.median(
+                        r.get("server_us_per_request", 0.0) for r in mine),
                 }
                 summary.append(entry)
                 ratio = f"{entry['ratio_median']:.2f}" if ratios else "—"
                 lines.append(
                     f"| {test} | {side} | {median_range([r['rps'] for r in mine])} | "
                     f"{entry['p99_ms_median']:.3f} | {ratio} | {entry['server_cpu']:.2f} | "
-                    f"{entry['bench_cpu']:.2f} |")
+                    f"{entry['bench_cpu']:.2f} | {entry['server_us_per_request']:.2f} |")
     return "\n".join(lines), summary
 
 
@@ -264,7 +271,8 @@ def main():
                         records.append({"rep": rep, "pipeline": depth, "side": side,
                                         "test": test, **row})
                     print(f"rep {rep} -P {depth} {side}: " + ", ".join(
-                        f"{t} {r['rps']:,.0f}/s (CPU {r['server_cpu']:.2f}+{r['bench_cpu']:.2f})"
+                        f"{t} {r['rps']:,.0f}/s (CPU {r['server_cpu']:.2f}+{r['bench_cpu']:.2f}, "
+                        f"{r['server_us_per_request']:.2f} µs/req)"
                         for t, r in rows.items()), file=sys.stderr)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

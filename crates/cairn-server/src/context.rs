@@ -11,10 +11,18 @@
 //!    none. So a multi-key write (MSETNX, RENAME, a hash write that changes the field count)
 //!    sees and writes a state no other writer changes under it.
 //! 2. The cursor table holds at most `MAX_CURSORS` entries; the oldest are forgotten first.
+//! 3. Every key whose record is a hash has its bit set in the hash marks: the bits of the
+//!    hashes already stored are set when the context is made, and every command that writes
+//!    a hash record sets its key's bit first, under the key's lock. Bits are never cleared. So
+//!    a writer holding a key's lock that finds its bit clear knows the key holds no hash, and
+//!    a plain SET may overwrite it without reading it first (a hash's fields would need
+//!    deleting).
 
+use crate::layout;
 use crate::store::SharedStore;
 use std::collections::{BTreeMap, VecDeque};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::Hasher;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
@@ -23,6 +31,43 @@ use std::time::Instant;
 const STRIPES: usize = 1024;
 /// Remembered SCAN/HSCAN cursors.
 const MAX_CURSORS: usize = 16 * 1024;
+/// Bits of the hash marks (128 KiB): with a few thousand hashes nearly every other key's bit
+/// is still clear.
+const HASH_MARK_BITS: usize = 1 << 20;
+/// Stored hashes whose bits the context sets one by one when it is made; beyond that many,
+/// it sets every bit (every SET then reads first, as without the marks).
+const HASH_MARK_SCAN_MAX: usize = 100_000;
+
+/// FNV-1a over `key`: a few nanoseconds for the short keys commands carry. The stripes and
+/// marks it picks are fixed arrays, so a client choosing colliding keys only shares locks or
+/// loses the no-read SET, never grows a table.
+pub(crate) fn key_hash(key: &[u8]) -> u64 {
+    let mut hasher = Fnv::default();
+    hasher.write(key);
+    hasher.finish()
+}
+
+/// The FNV-1a hasher (also the command table's).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -59,6 +104,7 @@ pub struct Context {
     /// Runtime configuration.
     pub config: RuntimeConfig,
     stripes: Box<[Mutex<()>]>,
+    hash_marks: Box<[AtomicU64]>,
     cursors: Mutex<Cursors>,
     /// Connected clients.
     pub clients: AtomicUsize,
@@ -82,12 +128,15 @@ struct Cursors {
 }
 
 impl Context {
-    /// A context around `store`.
+    /// A context around `store`; sets the hash marks of the hashes it holds (invariant 3).
     pub fn new(store: SharedStore, port: u16) -> Self {
-        Context {
+        let context = Context {
             store,
             config: RuntimeConfig::default(),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            hash_marks: (0..HASH_MARK_BITS / 64)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             cursors: Mutex::new(Cursors::default()),
             clients: AtomicUsize::new(0),
             next_client_id: AtomicU64::new(1),
@@ -95,18 +144,63 @@ impl Context {
             shutting_down: AtomicBool::new(false),
             started: Instant::now(),
             port,
+        };
+        context.mark_stored_hashes();
+        context
+    }
+
+    /// Sets the mark of every hash the store holds: one seek per hash, past its fields.
+    fn mark_stored_hashes(&self) {
+        let mut lower = vec![layout::FIELD];
+        let upper = [layout::FIELD + 1];
+        for _ in 0..HASH_MARK_SCAN_MAX {
+            let found = self
+                .store
+                .scan(Bound::Included(&lower), Bound::Excluded(&upper), 1, false);
+            let Ok(found) = found else { break };
+            let Some((field_key, _)) = found.first() else {
+                return;
+            };
+            let Some(key) = layout::hash_of_field_key(field_key) else {
+                break;
+            };
+            self.mark_hash(key);
+            match layout::prefix_end(&layout::field_prefix(key)) {
+                Some(next) => lower = next,
+                None => return,
+            }
         }
+        // Too many hashes, an unreadable store or a malformed field key: mark everything.
+        for word in &self.hash_marks {
+            word.store(u64::MAX, Ordering::Relaxed);
+        }
+    }
+
+    /// The word and bit of `key`'s hash mark (the modulo keeps the word in range).
+    fn hash_mark(&self, key: &[u8]) -> Option<(&AtomicU64, u64)> {
+        let bit = (key_hash(key) as usize) % HASH_MARK_BITS;
+        Some((self.hash_marks.get(bit / 64)?, 1 << (bit % 64)))
+    }
+
+    /// Records that `key` may hold a hash (invariant 3); the caller holds its lock and has
+    /// not yet written the hash record.
+    pub fn mark_hash(&self, key: &[u8]) {
+        if let Some((word, bit)) = self.hash_mark(key) {
+            word.fetch_or(bit, Ordering::AcqRel);
+        }
+    }
+
+    /// False when `key` certainly holds no hash (invariant 3); meaningful under its lock.
+    pub fn may_hold_hash(&self, key: &[u8]) -> bool {
+        self.hash_mark(key)
+            .is_none_or(|(word, bit)| word.load(Ordering::Acquire) & bit != 0)
     }
 
     /// Locks the stripes of `keys` (in ascending stripe order); released when dropped.
     pub fn lock_keys(&self, keys: &[&[u8]]) -> Vec<MutexGuard<'_, ()>> {
         let mut stripes: Vec<usize> = keys
             .iter()
-            .map(|key| {
-                let mut hasher = DefaultHasher::new();
-                key.hash(&mut hasher);
-                (hasher.finish() % STRIPES as u64) as usize
-            })
+            .map(|key| (key_hash(key) % STRIPES as u64) as usize)
             .collect();
         stripes.sort_unstable();
         stripes.dedup();
@@ -142,9 +236,12 @@ impl Context {
         lock(&self.cursors).positions.get(&id).cloned()
     }
 
-    /// Counts one command.
-    pub fn count_command(&self) {
-        self.commands.fetch_add(1, Ordering::Relaxed);
+    /// Counts `count` commands (a connection counts a read buffer's worth at once: one shared
+    /// counter bumped per command would bounce its cache line between the cores).
+    pub fn count_commands(&self, count: u64) {
+        if count > 0 {
+            self.commands.fetch_add(count, Ordering::Relaxed);
+        }
     }
 }
 

@@ -128,6 +128,31 @@ impl Record {
         out
     }
 
+    /// Like [`Record::decode`], reusing `bytes` for the payload instead of copying it.
+    pub fn decode_owned(mut bytes: Vec<u8>) -> Option<Record> {
+        let &tag = bytes.first()?;
+        let kind = match tag & !HAS_EXPIRY {
+            1 => Kind::String,
+            2 => Kind::Hash,
+            _ => return None,
+        };
+        let (expires_at, header) = if tag & HAS_EXPIRY != 0 {
+            let at = bytes.get(1..ENVELOPE_HEADER_MAX)?;
+            (
+                Some(u64::from_be_bytes(at.try_into().ok()?)),
+                ENVELOPE_HEADER_MAX,
+            )
+        } else {
+            (None, 1)
+        };
+        bytes.drain(..header);
+        Some(Record {
+            kind,
+            expires_at,
+            payload: bytes,
+        })
+    }
+
     /// Parses envelope bytes; `None` if they are not an envelope.
     pub fn decode(bytes: &[u8]) -> Option<Record> {
         let (&tag, rest) = bytes.split_first()?;
@@ -198,6 +223,26 @@ pub fn field_prefix(key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The user key of the hash a field key belongs to (`None`: not a well-formed field key).
+pub fn hash_of_field_key(field_key: &[u8]) -> Option<&[u8]> {
+    let (&prefix, rest) = field_key.split_first()?;
+    if prefix != FIELD {
+        return None;
+    }
+    let (length, rest) = rest.split_at_checked(4)?;
+    let length = u32::from_be_bytes(length.try_into().ok()?);
+    rest.get(..usize::try_from(length).ok()?)
+}
+
+/// A string envelope without an expiry around `value` (`Record::string(value, None).encode()`
+/// without the intermediate copy).
+pub fn string_envelope(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + value.len());
+    out.push(Kind::String.tag());
+    out.extend_from_slice(value);
+    out
+}
+
 /// The engine key of field `field` of hash `key`.
 pub fn field_key(key: &[u8], field: &[u8]) -> Vec<u8> {
     let mut out = field_prefix(key);
@@ -230,11 +275,15 @@ mod tests {
             Record::hash(3, Some(7)),
             Record::hash(0, None),
         ] {
+            assert_eq!(Record::decode_owned(record.encode()), Some(record.clone()));
             assert_eq!(Record::decode(&record.encode()), Some(record));
         }
         assert_eq!(Record::decode(b""), None);
         assert_eq!(Record::decode(b"\x09"), None);
         assert_eq!(Record::decode(b"\x81\x00"), None);
+        for bad in [&b""[..], b"\x09", b"\x81\x00"] {
+            assert_eq!(Record::decode_owned(bad.to_vec()), None);
+        }
     }
 
     #[test]
@@ -267,5 +316,17 @@ mod tests {
         assert!(field_key(b"a", b"\xff\xff") < end);
         assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(prefix_end(b"\xff"), None);
+    }
+
+    #[test]
+    fn a_field_key_names_its_hash() {
+        assert_eq!(hash_of_field_key(&field_key(b"ab", b"f")), Some(&b"ab"[..]));
+        assert_eq!(hash_of_field_key(&field_key(b"", b"")), Some(&b""[..]));
+        assert_eq!(hash_of_field_key(&meta_key(b"ab")), None);
+        assert_eq!(hash_of_field_key(b"h\0\0\0\x09ab"), None);
+        assert_eq!(
+            string_envelope(b"v"),
+            Record::string(b"v".to_vec(), None).encode()
+        );
     }
 }

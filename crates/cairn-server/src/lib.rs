@@ -3,7 +3,8 @@
 //! Layers, bottom up: [`layout`] maps Redis keys and types onto the engine's ordered byte
 //! keyspace; [`store`] is the small engine interface the commands use (implemented for
 //! `cairn::Db`, `cairn::MemStore` and an in-memory model); [`commands`] implements the
-//! command families on it; [`resp`] parses requests and encodes replies; [`server`] runs the
+//! command families on it; [`resp`] parses requests and encodes replies; [`pipeline`] runs
+//! one read buffer's requests (gathering plain SETs into one batch); [`server`] runs the
 //! connections on tokio; [`expiry`] deletes expired keys nobody reads.
 //!
 //! Thread-safety contract: see each module; shared state lives in [`context::Context`].
@@ -16,6 +17,7 @@ pub mod commands;
 pub mod context;
 pub mod expiry;
 pub mod layout;
+pub mod pipeline;
 pub mod resp;
 pub mod server;
 pub mod store;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: cairn-server [--engine db|memstore] [--dir PATH] [--port N] \
-[--bind ADDR] [--sync always|never] [--memstore-bytes N]";
+[--bind ADDR] [--sync always|never] [--memstore-bytes N] [--membuffer on|off]";
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Config, String> {
     let mut config = Config {
@@ -20,6 +20,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Config, String> {
         bind: "127.0.0.1".to_string(),
         sync: false,
         memstore_bytes: 1 << 30,
+        membuffer: false,
     };
     while let Some(flag) = args.next() {
         if flag == "--help" || flag == "-h" {
@@ -44,6 +45,13 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Config, String> {
                 config.sync = match value.as_str() {
                     "always" => true,
                     "never" => false,
+                    _ => return Err(bad()),
+                }
+            }
+            "--membuffer" => {
+                config.membuffer = match value.as_str() {
+                    "on" => true,
+                    "off" => false,
                     _ => return Err(bad()),
                 }
             }

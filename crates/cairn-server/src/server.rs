@@ -8,8 +8,8 @@
 //!
 //! Invariants:
 //! 1. Replies go out in request order: a connection parses and runs every complete request in
-//!    its buffer, appending replies to one output buffer, and writes that buffer before it
-//!    reads again (pipelining without reordering).
+//!    its buffer (`pipeline`), appending replies to one output buffer, and writes that buffer
+//!    with one write before it reads again (pipelining without reordering).
 //! 2. A protocol error is answered with Redis's text and the connection closed; bytes after
 //!    it are never run.
 //! 3. A connection never buffers more than `client-query-buffer-limit` bytes of unfinished
@@ -17,10 +17,9 @@
 //! 4. Shutdown (SIGTERM, SIGINT or SHUTDOWN) stops accepting, lets every connection finish
 //!    the requests it already read, then closes the store before `run` returns.
 
-use crate::commands;
 use crate::context::{Context, Session};
 use crate::expiry;
-use crate::resp::{self, Limits, Parsed, Reply};
+use crate::pipeline::{run_requests, Next, Scratch};
 use crate::store::{DbStore, MemStoreStore, SharedStore};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -54,13 +53,17 @@ pub struct Config {
     pub sync: bool,
     /// Log capacity of the `memstore` engine.
     pub memstore_bytes: usize,
+    /// The `db` engine's Membuffer (`cairn::Options::membuffer_enabled`).
+    pub membuffer: bool,
 }
 
 /// Opens the configured engine.
 pub fn open_store(config: &Config) -> Result<SharedStore, String> {
     match config.engine {
         Engine::Db => {
-            let db = cairn::Db::open(&config.dir, cairn::Options::default())
+            let mut options = cairn::Options::default();
+            options.membuffer_enabled = config.membuffer;
+            let db = cairn::Db::open(&config.dir, options)
                 .map_err(|error| format!("cannot open {}: {error}", config.dir.display()))?;
             Ok(Arc::new(DbStore::new(db, config.sync)))
         }
@@ -175,52 +178,6 @@ async fn connection(
     }
 }
 
-/// What the connection does after running the buffered requests.
-enum Next {
-    Read,
-    Close,
-}
-
-/// Runs every complete request in `input`, appending replies to `output`; drains what it ran.
-fn run_requests(
-    input: &mut Vec<u8>,
-    output: &mut Vec<u8>,
-    context: &Context,
-    session: &mut Session,
-) -> Next {
-    let limits = Limits {
-        max_bulk_bytes: context.config.proto_max_bulk_len.load(Ordering::Relaxed),
-        ..Limits::default()
-    };
-    let mut consumed = 0;
-    let next = loop {
-        match resp::parse(input.get(consumed..).unwrap_or_default(), &limits) {
-            Ok(None) => break Next::Read,
-            Ok(Some((parsed, used))) => {
-                consumed += used;
-                let Parsed::Command(args) = parsed else {
-                    continue;
-                };
-                let reply = commands::dispatch(context, session, &args);
-                if session.shutdown {
-                    // Redis closes without a reply when SHUTDOWN succeeds.
-                    break Next::Close;
-                }
-                reply.encode(output);
-                if session.close {
-                    break Next::Close;
-                }
-            }
-            Err(error) => {
-                Reply::Error(format!("ERR {}", error.0)).encode(output);
-                break Next::Close;
-            }
-        }
-    };
-    input.drain(..consumed);
-    next
-}
-
 async fn serve_client(
     stream: &mut TcpStream,
     context: &Context,
@@ -229,8 +186,10 @@ async fn serve_client(
 ) {
     let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut scratch = Scratch::default();
     loop {
-        let next = run_requests(&mut input, &mut output, context, session);
+        let (next, consumed) = run_requests(&input, &mut output, context, session, &mut scratch);
+        input.drain(..consumed);
         if !output.is_empty() {
             if stream.write_all(&output).await.is_err() {
                 return;

@@ -132,3 +132,38 @@ fn oversized_keys_and_values() {
     assert_eq!(raw.read_reply(), b":1\r\n");
     server.assert_alive();
 }
+
+#[test]
+fn a_pipelined_run_of_sets_replies_per_command_and_later_commands_see_it() {
+    let server = Server::start("set-run");
+    let mut raw = server.raw();
+    let set = |key: &[u8], value: &[u8]| {
+        let mut out = format!("*3\r\n$3\r\nSET\r\n${}\r\n", key.len()).into_bytes();
+        out.extend_from_slice(key);
+        out.extend_from_slice(format!("\r\n${}\r\n", value.len()).as_bytes());
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+        out
+    };
+    let long_key = vec![b'k'; 70 * 1024];
+    let mut pipeline = Vec::new();
+    pipeline.extend(set(b"a", b"1"));
+    pipeline.extend(set(&long_key, b"x"));
+    pipeline.extend(set(b"a", b"2"));
+    pipeline.extend(set(b"b", b"3"));
+    pipeline.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n");
+    pipeline.extend_from_slice(b"*2\r\n$4\r\nINCR\r\n$1\r\nb\r\n");
+    pipeline.extend(set(b"b", b"9"));
+    pipeline.extend_from_slice(b"*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nb\r\n");
+    raw.send(&pipeline);
+    let expected = "+OK\r\n-ERR key too large: 71680 bytes (the limit is 65535 bytes)\r\n\
+                    +OK\r\n+OK\r\n$1\r\n2\r\n:4\r\n+OK\r\n*2\r\n$1\r\n2\r\n$1\r\n9\r\n";
+    let mut got = Vec::new();
+    while got.len() < expected.len() {
+        let more = raw.read_reply();
+        assert!(!more.is_empty(), "connection closed early");
+        got.extend(more);
+    }
+    assert_eq!(String::from_utf8_lossy(&got), expected);
+    server.assert_alive();
+}

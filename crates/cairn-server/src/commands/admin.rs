@@ -31,7 +31,7 @@ pub const SPECS: &[Spec] = &[
 /// The Redis version reported to clients (the command set follows Redis 7).
 const REDIS_VERSION: &str = "7.0.0";
 
-fn ping(_: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn ping(_: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     match args.len() {
         1 => Ok(Reply::Simple("PONG".to_string())),
         2 => Ok(Reply::bulk(arg(args, 1))),
@@ -39,11 +39,11 @@ fn ping(_: &Context, _: &mut Session, args: &Args) -> Outcome {
     }
 }
 
-fn echo(_: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn echo(_: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     Ok(Reply::bulk(arg(args, 1)))
 }
 
-fn info(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn info(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let wanted = args.get(1).map(|section| section.to_ascii_lowercase());
     let uptime = context.started.elapsed().as_secs();
     let sections: Vec<(&str, Vec<(String, String)>)> = vec![
@@ -104,7 +104,7 @@ fn info(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::bulk(text))
 }
 
-fn command(_: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn command(_: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let specs = super::table();
     let describe = |spec: &Spec| {
         let flags = if spec.write { "write" } else { "readonly" };
@@ -164,7 +164,7 @@ fn config_values(context: &Context) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn config(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn config(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let sub = arg(args, 1);
     if is(sub, "GET") && args.len() >= 3 {
         let mut reply = Vec::new();
@@ -228,7 +228,7 @@ fn config_set(context: &Context, name: &[u8], value: &[u8]) -> Result<(), Failur
     Ok(())
 }
 
-fn client(_: &Context, session: &mut Session, args: &Args) -> Outcome {
+fn client(_: &Context, session: &mut Session, args: &Args<'_>) -> Outcome {
     let sub = arg(args, 1);
     match args.len() {
         3 if is(sub, "SETNAME") => {
@@ -252,7 +252,7 @@ fn client(_: &Context, session: &mut Session, args: &Args) -> Outcome {
     }
 }
 
-fn select(_: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn select(_: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     match parse_i64(arg(args, 1)) {
         Ok(0) => Ok(Reply::ok()),
         Ok(_) => Err(Failure::err("DB index is out of range")),
@@ -260,7 +260,7 @@ fn select(_: &Context, _: &mut Session, args: &Args) -> Outcome {
     }
 }
 
-fn time(_: &Context, _: &mut Session, _: &Args) -> Outcome {
+fn time(_: &Context, _: &mut Session, _: &Args<'_>) -> Outcome {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -270,12 +270,12 @@ fn time(_: &Context, _: &mut Session, _: &Args) -> Outcome {
     ]))
 }
 
-fn quit(_: &Context, session: &mut Session, _: &Args) -> Outcome {
+fn quit(_: &Context, session: &mut Session, _: &Args<'_>) -> Outcome {
     session.close = true;
     Ok(Reply::ok())
 }
 
-fn shutdown(context: &Context, session: &mut Session, args: &Args) -> Outcome {
+fn shutdown(context: &Context, session: &mut Session, args: &Args<'_>) -> Outcome {
     for option in args.iter().skip(1) {
         let known = ["NOSAVE", "SAVE", "NOW", "FORCE", "ABORT"]
             .iter()
@@ -289,7 +289,7 @@ fn shutdown(context: &Context, session: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::ok())
 }
 
-fn hello(_: &Context, session: &mut Session, args: &Args) -> Outcome {
+fn hello(_: &Context, session: &mut Session, args: &Args<'_>) -> Outcome {
     if let Some(version) = args.get(1) {
         match parse_i64(version) {
             Ok(2) => {}

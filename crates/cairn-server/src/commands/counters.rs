@@ -48,7 +48,7 @@ fn modify(context: &Context, key: &[u8], step: &Step) -> Result<Vec<u8>, Failure
     outcome
 }
 
-fn incr(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn incr(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let name = arg(args, 0).to_ascii_lowercase();
     let delta = match name.as_slice() {
         b"incr" => 1,
@@ -90,7 +90,7 @@ fn format_float(value: f64) -> String {
     }
 }
 
-fn incrbyfloat(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn incrbyfloat(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let delta = parse_float(arg(args, 2))?;
     if delta.is_infinite() {
         return Err(Failure::err("increment would produce NaN or Infinity"));

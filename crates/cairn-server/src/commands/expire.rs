@@ -58,7 +58,7 @@ pub fn deadline(unit: Unit, value: &[u8], command: &str, allow_past: bool) -> Re
     Ok(millis.max(0) as u64)
 }
 
-fn expire(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn expire(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let name = String::from_utf8_lossy(arg(args, 0)).to_lowercase();
     let unit = match name.as_str() {
         "expire" => Unit::Seconds,
@@ -114,7 +114,7 @@ fn expire(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Integer(1))
 }
 
-fn ttl(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn ttl(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let millis = arg(args, 0).eq_ignore_ascii_case(b"pttl");
     Ok(Reply::Integer(match load(context, arg(args, 1))? {
         None => -2,
@@ -133,7 +133,7 @@ fn ttl(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     }))
 }
 
-fn persist(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn persist(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     let _locks = context.lock_keys(&[key]);
     match load_locked(context, key)? {

@@ -81,7 +81,7 @@ fn field_value(context: &Context, key: &[u8], field: &[u8]) -> Result<Option<Vec
     Ok(context.store.get(&layout::field_key(key, field))?)
 }
 
-fn hset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hset(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     let fields = args.get(2..).unwrap_or_default();
     if fields.len() % 2 != 0 {
@@ -98,6 +98,8 @@ fn hset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
         }
     }
     let _locks = context.lock_keys(&[key]);
+    // Before any field or record of the hash is written (context invariant 3).
+    context.mark_hash(key);
     let record = load_hash(context, key, true)?;
     let mut count = record.as_ref().map_or(0, Record::field_count);
     let mut added = 0;
@@ -108,7 +110,7 @@ fn hset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
             if seen.insert(field) && field_value(context, key, field)?.is_none() {
                 added += 1;
             }
-            ops.push(Op::Put(layout::field_key(key, field), value.clone()));
+            ops.push(Op::Put(layout::field_key(key, field), value.to_vec()));
         }
     }
     if added > 0 || record.is_none() {
@@ -129,7 +131,7 @@ fn hset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     }
 }
 
-fn hget(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hget(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     if load_hash(context, key, false)?.is_none() {
         return Ok(Reply::Nil);
@@ -137,7 +139,7 @@ fn hget(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::optional(field_value(context, key, arg(args, 2))?))
 }
 
-fn hmget(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hmget(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     let exists = load_hash(context, key, false)?.is_some();
     let mut values = Vec::new();
@@ -170,7 +172,7 @@ fn all_fields(context: &Context, key: &[u8]) -> Result<Pairs, Failure> {
         .collect())
 }
 
-fn hgetall(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hgetall(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     if load_hash(context, key, false)?.is_none() {
         return Ok(Reply::Array(Vec::new()));
@@ -184,7 +186,7 @@ fn hgetall(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     })
 }
 
-fn hdel(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hdel(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     let _locks = context.lock_keys(&[key]);
     let Some(record) = load_hash(context, key, true)? else {
@@ -216,12 +218,12 @@ fn hdel(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Integer(removed as i64))
 }
 
-fn hlen(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hlen(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let count = load_hash(context, arg(args, 1), false)?.map_or(0, |record| record.field_count());
     Ok(Reply::Integer(count as i64))
 }
 
-fn hexists(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hexists(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     if load_hash(context, key, false)?.is_none() {
         return Ok(Reply::Integer(0));
@@ -231,12 +233,14 @@ fn hexists(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     )))
 }
 
-fn hincrby(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hincrby(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (key, field) = (arg(args, 1), arg(args, 2));
     let delta = parse_i64(arg(args, 3))?;
     check_key(key)?;
     check_field(key, field)?;
     let _locks = context.lock_keys(&[key]);
+    // Before the field or the record is written (context invariant 3).
+    context.mark_hash(key);
     let record = load_hash(context, key, true)?;
     let mut outcome: Result<(i64, bool), Failure> = Err(Failure::err("not run"));
     context
@@ -270,7 +274,7 @@ fn hincrby(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Integer(sum))
 }
 
-fn hscan(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn hscan(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     let options = ScanOptions::parse(args, 3)?;
     if load_hash(context, key, false)?.is_none() {

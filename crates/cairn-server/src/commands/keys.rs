@@ -39,8 +39,8 @@ pub const SPECS: &[Spec] = &[
 /// Engine keys read per chunk by whole-keyspace walks.
 const CHUNK: usize = 1024;
 
-fn del(context: &Context, _: &mut Session, args: &Args) -> Outcome {
-    let keys: Vec<&[u8]> = args.iter().skip(1).map(Vec::as_slice).collect();
+fn del(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
+    let keys: Vec<&[u8]> = args.iter().skip(1).copied().collect();
     let _locks = context.lock_keys(&keys);
     let mut ops = Vec::new();
     let mut deleted = 0;
@@ -60,7 +60,7 @@ fn del(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Integer(deleted))
 }
 
-fn exists(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn exists(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let mut count = 0;
     for key in args.iter().skip(1) {
         count += i64::from(load(context, key)?.is_some());
@@ -68,12 +68,12 @@ fn exists(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Integer(count))
 }
 
-fn key_type(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn key_type(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let name = load(context, arg(args, 1))?.map_or("none", |record| record.kind.name());
     Ok(Reply::Simple(name.to_string()))
 }
 
-fn rename(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn rename(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (source, target) = (arg(args, 1), arg(args, 2));
     super::check_key(target)?;
     let _locks = context.lock_keys(&[source, target]);
@@ -88,6 +88,8 @@ fn rename(context: &Context, _: &mut Session, args: &Args) -> Outcome {
         None => Vec::new(),
     };
     if record.kind == Kind::Hash {
+        // The target now holds a hash (context invariant 3).
+        context.mark_hash(target);
         let prefix = layout::field_prefix(source);
         let prefix_end = layout::prefix_end(&prefix);
         let upper = prefix_end
@@ -124,7 +126,7 @@ pub struct ScanOptions {
 
 impl ScanOptions {
     /// Parses the options starting at argument `from`.
-    pub fn parse(args: &Args, from: usize) -> Result<ScanOptions, Failure> {
+    pub fn parse(args: &Args<'_>, from: usize) -> Result<ScanOptions, Failure> {
         let mut options = ScanOptions {
             pattern: None,
             count: 10,
@@ -134,7 +136,7 @@ impl ScanOptions {
         while index < args.len() {
             let (option, value) = (arg(args, index), args.get(index + 1));
             match value {
-                Some(value) if is(option, "MATCH") => options.pattern = Some(value.clone()),
+                Some(value) if is(option, "MATCH") => options.pattern = Some(value.to_vec()),
                 Some(value) if is(option, "TYPE") => {
                     options.kind = Some(value.to_ascii_lowercase())
                 }
@@ -199,7 +201,7 @@ fn live(pair: (Vec<u8>, Vec<u8>), now: u64) -> Option<(Vec<u8>, Record)> {
     Some((pair.0.get(1..)?.to_vec(), record))
 }
 
-fn scan(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn scan(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let options = ScanOptions::parse(args, 2)?;
     let (next, pairs) = page(context, arg(args, 1), &[META], options.count)?;
     let now = now_ms();
@@ -259,7 +261,7 @@ fn walk(
 const RECORDS_START: &[u8] = &[META];
 const RECORDS_END: &[u8] = &[META + 1];
 
-fn keys(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn keys(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let pattern = arg(args, 1);
     let mut found = Vec::new();
     walk(
@@ -277,7 +279,7 @@ fn keys(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::bulks(found))
 }
 
-fn dbsize(context: &Context, _: &mut Session, _: &Args) -> Outcome {
+fn dbsize(context: &Context, _: &mut Session, _: &Args<'_>) -> Outcome {
     let mut count = 0;
     walk(
         context,
@@ -292,7 +294,7 @@ fn dbsize(context: &Context, _: &mut Session, _: &Args) -> Outcome {
     Ok(Reply::Integer(count))
 }
 
-fn flush(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn flush(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     match args.get(1) {
         None => {}
         Some(mode) if is(mode, "ASYNC") || is(mode, "SYNC") => {}
@@ -317,7 +319,7 @@ fn flush(context: &Context, _: &mut Session, args: &Args) -> Outcome {
 
 /// `RANGE start end [LIMIT n] [REV]`: string keys in `[start, end)` (an empty `end`: no upper
 /// bound) with their values, as a flat key, value, ... array.
-fn range(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn range(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (start, end) = (arg(args, 1), arg(args, 2));
     let (mut limit, mut reverse) = (usize::MAX, false);
     let mut index = 3;

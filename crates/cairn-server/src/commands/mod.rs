@@ -18,6 +18,7 @@ pub mod counters;
 pub mod expire;
 pub mod hashes;
 pub mod keys;
+pub mod plain_set;
 pub mod strings;
 
 #[cfg(test)]
@@ -29,11 +30,12 @@ use crate::layout::{self, Kind, Record, ENVELOPE_HEADER_MAX, MAX_ENGINE_KEY, MAX
 use crate::resp::Reply;
 use crate::store::Op;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::ops::Bound;
 use std::sync::OnceLock;
 
-/// Arguments of a command, the name first.
-pub type Args = [Vec<u8>];
+/// Arguments of a command, the name first (slices of the connection's read buffer).
+pub type Args<'a> = [&'a [u8]];
 
 /// An error reply that stops a handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +74,7 @@ impl Failure {
 /// What a handler returns.
 pub type Outcome = Result<Reply, Failure>;
 
-type Handler = fn(&Context, &mut Session, &Args) -> Outcome;
+type Handler = fn(&Context, &mut Session, &Args<'_>) -> Outcome;
 
 /// One command's table entry.
 #[derive(Debug, Clone, Copy)]
@@ -116,24 +118,28 @@ pub fn table() -> Vec<Spec> {
     all
 }
 
-/// Looks a command up by (case-insensitive) name.
+/// Longest command name (the index is never asked about longer ones).
+const NAME_MAX: usize = 32;
+
+/// Looks a command up by (case-insensitive) name, without allocating.
 pub fn find(name: &[u8]) -> Option<Spec> {
-    static INDEX: OnceLock<HashMap<&'static [u8], Spec>> = OnceLock::new();
+    static INDEX: OnceLock<HashMap<&'static [u8], Spec, BuildHasherDefault<crate::context::Fnv>>> =
+        OnceLock::new();
     let index = INDEX.get_or_init(|| {
         table()
             .into_iter()
             .map(|spec| (spec.name.as_bytes(), spec))
             .collect()
     });
-    if let Some(spec) = index.get(name) {
-        return Some(*spec);
-    }
-    index.get(name.to_ascii_lowercase().as_slice()).copied()
+    let mut lower = [0u8; NAME_MAX];
+    let lower = lower.get_mut(..name.len())?;
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    index.get(&*lower).copied()
 }
 
-/// Runs one command and returns its reply.
-pub fn dispatch(context: &Context, session: &mut Session, args: &Args) -> Reply {
-    context.count_command();
+/// Runs one command and returns its reply. The caller counts it (`Context::count_commands`).
+pub fn dispatch(context: &Context, session: &mut Session, args: &Args<'_>) -> Reply {
     let Some(name) = args.first() else {
         return Reply::err("empty command");
     };
@@ -155,7 +161,7 @@ pub fn dispatch(context: &Context, session: &mut Session, args: &Args) -> Reply 
 }
 
 /// Redis's exact unknown-command error (each argument quoted, cut to 128 bytes in all).
-fn unknown_command(args: &Args) -> Reply {
+fn unknown_command(args: &Args<'_>) -> Reply {
     let text = |bytes: &[u8]| String::from_utf8_lossy(&bytes[..bytes.len().min(128)]).into_owned();
     let mut listed = String::new();
     for argument in args.iter().skip(1) {
@@ -166,13 +172,13 @@ fn unknown_command(args: &Args) -> Reply {
     }
     Reply::err(format!(
         "unknown command '{}', with args beginning with: {listed}",
-        text(args.first().map_or(&[][..], Vec::as_slice))
+        text(args.first().copied().unwrap_or_default())
     ))
 }
 
 /// Argument `index` (empty if missing; arity checks make that unreachable).
-pub fn arg(args: &Args, index: usize) -> &[u8] {
-    args.get(index).map_or(&[][..], Vec::as_slice)
+pub fn arg<'a>(args: &Args<'a>, index: usize) -> &'a [u8] {
+    args.get(index).copied().unwrap_or_default()
 }
 
 /// Parses a Redis integer argument.
@@ -254,7 +260,7 @@ pub fn load_locked(context: &Context, key: &[u8]) -> Result<Option<Record>, Fail
 pub fn raw_record(context: &Context, key: &[u8]) -> Result<Option<Record>, Failure> {
     match context.store.get(&layout::meta_key(key))? {
         None => Ok(None),
-        Some(bytes) => Record::decode(&bytes)
+        Some(bytes) => Record::decode_owned(bytes)
             .map(Some)
             .ok_or_else(|| Failure::err("corrupt record (not a cairn-server value envelope)")),
     }

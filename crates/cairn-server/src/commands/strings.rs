@@ -57,7 +57,7 @@ fn replace(
     Ok(())
 }
 
-fn get(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn get(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     Ok(Reply::optional(
         load_string(context, arg(args, 1))?.map(|record| record.payload),
     ))
@@ -73,7 +73,7 @@ struct SetOptions {
     expires_at: Option<u64>,
 }
 
-fn parse_set_options(args: &Args) -> Result<SetOptions, Failure> {
+fn parse_set_options(args: &Args<'_>) -> Result<SetOptions, Failure> {
     let mut options = SetOptions::default();
     let mut index = 3;
     while index < args.len() {
@@ -110,8 +110,13 @@ fn parse_set_options(args: &Args) -> Result<SetOptions, Failure> {
     Ok(options)
 }
 
-fn set(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn set(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (key, value) = (arg(args, 1), arg(args, 2));
+    if args.len() == 3 {
+        // No option: the old record matters only if it is a hash (`plain_set`).
+        let reply = super::plain_set::set_run(context, &[(key, value)]).pop();
+        return Ok(reply.unwrap_or_else(Reply::ok));
+    }
     let options = parse_set_options(args)?;
     check_key(key)?;
     check_value(value.len())?;
@@ -142,7 +147,7 @@ fn set(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     })
 }
 
-fn setnx(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn setnx(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (key, value) = (arg(args, 1), arg(args, 2));
     check_key(key)?;
     check_value(value.len())?;
@@ -154,7 +159,7 @@ fn setnx(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Integer(1))
 }
 
-fn setex(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn setex(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let name = String::from_utf8_lossy(arg(args, 0)).to_lowercase();
     let unit = if name == "psetex" {
         Unit::Millis
@@ -176,7 +181,7 @@ fn setex(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::ok())
 }
 
-fn getset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn getset(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (key, value) = (arg(args, 1), arg(args, 2));
     check_key(key)?;
     check_value(value.len())?;
@@ -191,7 +196,7 @@ fn getset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::optional(old.map(|record| record.payload)))
 }
 
-fn getdel(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn getdel(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     let _locks = context.lock_keys(&[key]);
     let old = load_string_locked(context, key)?;
@@ -203,7 +208,7 @@ fn getdel(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::optional(old.map(|record| record.payload)))
 }
 
-fn getex(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn getex(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let key = arg(args, 1);
     // None: leave the expiry; Some(None): PERSIST; Some(Some(at)): new expiry.
     let change = match args.len() {
@@ -236,7 +241,7 @@ fn getex(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Bulk(record.payload))
 }
 
-fn mget(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn mget(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let mut values = Vec::with_capacity(args.len());
     for key in args.iter().skip(1) {
         // Keys of other types read as missing, as in Redis.
@@ -252,7 +257,7 @@ fn mget(context: &Context, _: &mut Session, args: &Args) -> Outcome {
 type Pair<'a> = (&'a [u8], &'a [u8]);
 
 /// The key-value pairs of MSET/MSETNX, checked.
-fn pairs(args: &Args) -> Result<Vec<Pair<'_>>, Failure> {
+fn pairs<'a>(args: &Args<'a>) -> Result<Vec<Pair<'a>>, Failure> {
     if args.len().is_multiple_of(2) {
         return Err(Failure::err(format!(
             "wrong number of arguments for '{}' command",
@@ -264,7 +269,7 @@ fn pairs(args: &Args) -> Result<Vec<Pair<'_>>, Failure> {
         .unwrap_or_default()
         .chunks_exact(2)
         .filter_map(|pair| match pair {
-            [key, value] => Some((key.as_slice(), value.as_slice())),
+            [key, value] => Some((*key, *value)),
             _ => None,
         })
         .collect();
@@ -279,21 +284,18 @@ fn pairs(args: &Args) -> Result<Vec<Pair<'_>>, Failure> {
 fn write_pairs(context: &Context, pairs: &[(&[u8], &[u8])]) -> Result<(), Failure> {
     let mut ops = Vec::new();
     for (key, value) in pairs {
-        if let Some(old) = load_locked(context, key)? {
-            if old.kind == Kind::Hash {
-                ops.extend(delete_ops(context, key, &old)?);
-            }
-        }
+        // Reads the old record only if the key may hold a hash (`plain_set`).
+        ops.extend(super::plain_set::hash_deletes(context, key)?);
         ops.push(Op::Put(
             layout::meta_key(key),
-            Record::string(value.to_vec(), None).encode(),
+            layout::string_envelope(value),
         ));
     }
     context.store.write(ops)?;
     Ok(())
 }
 
-fn mset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn mset(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let pairs = pairs(args)?;
     let keys: Vec<&[u8]> = pairs.iter().map(|(key, _)| *key).collect();
     let _locks = context.lock_keys(&keys);
@@ -301,7 +303,7 @@ fn mset(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::ok())
 }
 
-fn msetnx(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn msetnx(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let pairs = pairs(args)?;
     let keys: Vec<&[u8]> = pairs.iter().map(|(key, _)| *key).collect();
     let _locks = context.lock_keys(&keys);
@@ -314,7 +316,7 @@ fn msetnx(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Integer(1))
 }
 
-fn append(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn append(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (key, suffix) = (arg(args, 1), arg(args, 2));
     check_key(key)?;
     let _locks = context.lock_keys(&[key]);
@@ -338,12 +340,12 @@ fn append(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     Ok(Reply::Integer(outcome? as i64))
 }
 
-fn strlen(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn strlen(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let length = load_string(context, arg(args, 1))?.map_or(0, |record| record.payload.len());
     Ok(Reply::Integer(length as i64))
 }
 
-fn getrange(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn getrange(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (start, end) = (parse_i64(arg(args, 2))?, parse_i64(arg(args, 3))?);
     let value = load_string(context, arg(args, 1))?.map_or(Vec::new(), |record| record.payload);
     let length = value.len() as i64;
@@ -366,7 +368,7 @@ fn getrange(context: &Context, _: &mut Session, args: &Args) -> Outcome {
     ))
 }
 
-fn setrange(context: &Context, _: &mut Session, args: &Args) -> Outcome {
+fn setrange(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (key, patch) = (arg(args, 1), arg(args, 3));
     let offset = parse_i64(arg(args, 2))?;
     let offset = usize::try_from(offset).map_err(|_| Failure::err("offset is out of range"))?;

@@ -20,7 +20,8 @@ impl Harness {
     }
 
     fn run(&mut self, line: &str) -> Reply {
-        let args = crate::resp::parser::split_arguments(line.as_bytes()).unwrap();
+        let words = crate::resp::parser::split_arguments(line.as_bytes()).unwrap();
+        let args: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
         dispatch(&self.context, &mut self.session, &args)
     }
 }

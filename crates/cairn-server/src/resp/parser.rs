@@ -12,6 +12,10 @@
 //!    without its newline is an error, so a client cannot grow the buffer without bound by
 //!    never sending a newline; a bulk longer than [`Limits::max_bulk_bytes`] is refused from
 //!    its header alone, before its bytes arrive.
+//! 4. `parse_request` and `parse` accept and reject the same inputs and consume the same bytes:
+//!    `parse` is `parse_request` with the ranges copied out.
+
+use std::ops::Range;
 
 /// Size limits the parser enforces.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +44,18 @@ pub enum Parsed {
     Nothing,
 }
 
+/// One request as the connection runs it, without copying a multibulk request's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// A command whose arguments are the byte ranges `parse_request` left in its `ranges`
+    /// (never empty), relative to the buffer it parsed.
+    Ranges,
+    /// A command with owned arguments (inline requests: their quotes and escapes are decoded).
+    Owned(Vec<Vec<u8>>),
+    /// A request that asks for nothing (`*0`, `*-10`, an empty inline line): no reply.
+    Nothing,
+}
+
 /// A malformed request; the connection replies `-ERR <message>` and closes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtocolError(pub String);
@@ -53,9 +69,35 @@ impl ProtocolError {
 /// Parses the first request in `buffer`: `Ok(Some((request, consumed_bytes)))`, `Ok(None)`
 /// when more bytes are needed, or the protocol error to reply before closing.
 pub fn parse(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)>, ProtocolError> {
+    let mut ranges = Vec::new();
+    Ok(
+        parse_request(buffer, limits, &mut ranges)?.map(|(request, used)| {
+            let parsed = match request {
+                Request::Ranges => Parsed::Command(
+                    ranges
+                        .iter()
+                        .map(|range| buffer.get(range.clone()).unwrap_or_default().to_vec())
+                        .collect(),
+                ),
+                Request::Owned(arguments) => Parsed::Command(arguments),
+                Request::Nothing => Parsed::Nothing,
+            };
+            (parsed, used)
+        }),
+    )
+}
+
+/// Like [`parse`], but a multibulk request's arguments are left as byte ranges of `buffer` in
+/// `ranges` (cleared first) instead of copied: the connection's hot path.
+pub fn parse_request(
+    buffer: &[u8],
+    limits: &Limits,
+    ranges: &mut Vec<Range<usize>>,
+) -> Result<Option<(Request, usize)>, ProtocolError> {
+    ranges.clear();
     match buffer.first() {
         None => Ok(None),
-        Some(b'*') => parse_multibulk(buffer, limits),
+        Some(b'*') => parse_multibulk(buffer, limits, ranges),
         Some(_) => parse_inline(buffer, limits),
     }
 }
@@ -69,20 +111,35 @@ fn line_at(buffer: &[u8], start: usize) -> Option<(&[u8], usize)> {
 
 /// Redis's `string2ll`: an optional `-` and decimal digits, nothing else, no overflow.
 fn parse_integer(text: &[u8]) -> Option<i64> {
-    std::str::from_utf8(text)
-        .ok()?
-        .parse::<i64>()
-        .ok()
-        .filter(|_| {
-            // Rust accepts a leading '+', Redis does not.
-            text.first() != Some(&b'+')
-        })
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for &byte in digits {
+        if !byte.is_ascii_digit() {
+            return None;
+        }
+        let digit = i64::from(byte - b'0');
+        // Accumulated with the sign so that i64::MIN parses without overflowing.
+        value = value.checked_mul(10)?;
+        value = if negative {
+            value.checked_sub(digit)?
+        } else {
+            value.checked_add(digit)?
+        };
+    }
+    Some(value)
 }
 
 fn parse_multibulk(
     buffer: &[u8],
     limits: &Limits,
-) -> Result<Option<(Parsed, usize)>, ProtocolError> {
+    arguments: &mut Vec<Range<usize>>,
+) -> Result<Option<(Request, usize)>, ProtocolError> {
     let Some((header, mut offset)) = line_at(buffer, 0) else {
         if buffer.len() > limits.max_inline_bytes {
             return Err(ProtocolError::new("too big mbulk count string"));
@@ -93,10 +150,8 @@ fn parse_multibulk(
         .filter(|count| *count <= i64::from(i32::MAX))
         .ok_or_else(|| ProtocolError::new("invalid multibulk length"))?;
     if count <= 0 {
-        return Ok(Some((Parsed::Nothing, offset)));
+        return Ok(Some((Request::Nothing, offset)));
     }
-    // The count is only a claim: reserve for what the buffer can actually hold.
-    let mut arguments = Vec::with_capacity((count as usize).min(1024));
     for _ in 0..count {
         let Some(&first) = buffer.get(offset) else {
             return Ok(None);
@@ -124,19 +179,15 @@ fn parse_multibulk(
         if buffer.len() < body_end + 2 {
             return Ok(None);
         }
-        // Copied only once the request is complete: a request still arriving is re-parsed
-        // on every read, and copying each time would make a large one quadratic.
+        // Ranges, not copies: the caller reads the arguments in place once the request is
+        // complete (a request still arriving is re-parsed on every read).
         arguments.push(body_start..body_end);
         offset = body_end + 2;
     }
-    let arguments = arguments
-        .into_iter()
-        .map(|range| buffer.get(range).unwrap_or_default().to_vec())
-        .collect();
-    Ok(Some((Parsed::Command(arguments), offset)))
+    Ok(Some((Request::Ranges, offset)))
 }
 
-fn parse_inline(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)>, ProtocolError> {
+fn parse_inline(buffer: &[u8], limits: &Limits) -> Result<Option<(Request, usize)>, ProtocolError> {
     let Some(newline) = buffer.iter().position(|byte| *byte == b'\n') else {
         if buffer.len() > limits.max_inline_bytes {
             return Err(ProtocolError::new("too big inline request"));
@@ -150,9 +201,9 @@ fn parse_inline(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)
     let arguments =
         split_arguments(line).ok_or_else(|| ProtocolError::new("unbalanced quotes in request"))?;
     let parsed = if arguments.is_empty() {
-        Parsed::Nothing
+        Request::Nothing
     } else {
-        Parsed::Command(arguments)
+        Request::Owned(arguments)
     };
     Ok(Some((parsed, newline + 1)))
 }
@@ -311,6 +362,26 @@ mod tests {
             parse(&[b'*'; 65], &limits),
             error("too big mbulk count string")
         );
+    }
+
+    #[test]
+    fn integers_read_as_before_the_hand_written_parser() {
+        assert_eq!(parse_integer(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_integer(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_integer(b"-0"), Some(0));
+        assert_eq!(parse_integer(b"007"), Some(7));
+        for bad in [
+            &b"9223372036854775808"[..],
+            b"-9223372036854775809",
+            b"+1",
+            b"-",
+            b"",
+            b"1a",
+            b" 1",
+            b"1 ",
+        ] {
+            assert_eq!(parse_integer(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

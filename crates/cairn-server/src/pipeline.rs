@@ -1,0 +1,299 @@
+//! One read buffer's worth of pipelined requests: parse each in place, run it, append its
+//! reply to the connection's output buffer; consecutive plain SETs are gathered and written
+//! as one engine batch (`commands::plain_set`).
+//!
+//! Thread-safety contract: runs on the connection's task with buffers that connection owns;
+//! what it shares goes through the `Context`.
+//!
+//! Invariants:
+//! 1. Replies are appended in request order: a gathered run of SETs is written, and its
+//!    replies appended, before any later request of the buffer runs, so a later command sees
+//!    every earlier write of its pipeline.
+//! 2. Only whole requests are consumed; the returned byte count ends at a request boundary
+//!    (after a protocol error or a closing command nothing after it runs).
+//! 3. A multibulk request's arguments are read in place (no copy per argument); the scratch
+//!    vectors are reused from one buffer to the next.
+
+use crate::commands::{self, plain_set};
+use crate::context::{Context, Session};
+use crate::resp::{self, Limits, Reply, Request};
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+
+/// What the connection does after running the buffered requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Read more requests.
+    Read,
+    /// Close the connection (QUIT, SHUTDOWN, a protocol error).
+    Close,
+}
+
+/// Vectors a connection reuses for every read buffer.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    ranges: Vec<Range<usize>>,
+    /// The gathered run of plain SETs: (key, value) ranges of the input.
+    sets: Vec<(Range<usize>, Range<usize>)>,
+}
+
+/// Runs every complete request in `input`, appending replies to `output`; returns what to do
+/// next and how many bytes of `input` it consumed.
+pub fn run_requests(
+    input: &[u8],
+    output: &mut Vec<u8>,
+    context: &Context,
+    session: &mut Session,
+    scratch: &mut Scratch,
+) -> (Next, usize) {
+    let limits = Limits {
+        max_bulk_bytes: context.config.proto_max_bulk_len.load(Ordering::Relaxed),
+        ..Limits::default()
+    };
+    let mut consumed = 0;
+    let mut commands = 0u64;
+    let mut args: Vec<&[u8]> = Vec::with_capacity(8);
+    let next = loop {
+        let rest = input.get(consumed..).unwrap_or_default();
+        let (request, used) = match resp::parse_request(rest, &limits, &mut scratch.ranges) {
+            Ok(None) => break Next::Read,
+            Ok(Some(parsed)) => parsed,
+            Err(error) => {
+                flush_sets(input, output, context, &mut scratch.sets);
+                Reply::Error(format!("ERR {}", error.0)).encode(output);
+                break Next::Close;
+            }
+        };
+        let start = consumed;
+        consumed += used;
+        commands += 1;
+        match request {
+            Request::Nothing => {
+                commands -= 1;
+                continue;
+            }
+            Request::Owned(words) => {
+                // Inline requests (rare, hand-typed) run alone.
+                flush_sets(input, output, context, &mut scratch.sets);
+                let owned: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+                if let Next::Close = run_one(&owned, output, context, session) {
+                    break Next::Close;
+                }
+                continue;
+            }
+            Request::Ranges => {}
+        }
+        let shift = |range: &Range<usize>| start + range.start..start + range.end;
+        args.clear();
+        args.extend(
+            scratch
+                .ranges
+                .iter()
+                .map(|range| input.get(shift(range)).unwrap_or_default()),
+        );
+        if plain_set::is_plain_set(&args) {
+            if let (Some(key), Some(value)) = (scratch.ranges.get(1), scratch.ranges.get(2)) {
+                scratch.sets.push((shift(key), shift(value)));
+                if scratch.sets.len() >= plain_set::RUN_MAX {
+                    flush_sets(input, output, context, &mut scratch.sets);
+                }
+                continue;
+            }
+        }
+        flush_sets(input, output, context, &mut scratch.sets);
+        if let Next::Close = run_one(&args, output, context, session) {
+            break Next::Close;
+        }
+    };
+    flush_sets(input, output, context, &mut scratch.sets);
+    context.count_commands(commands);
+    (next, consumed)
+}
+
+/// Runs one command and appends its reply (none when SHUTDOWN succeeds: Redis closes
+/// without one).
+fn run_one(args: &[&[u8]], output: &mut Vec<u8>, context: &Context, session: &mut Session) -> Next {
+    let reply = commands::dispatch(context, session, args);
+    if session.shutdown {
+        return Next::Close;
+    }
+    reply.encode(output);
+    if session.close {
+        Next::Close
+    } else {
+        Next::Read
+    }
+}
+
+/// Writes the gathered run of plain SETs (if any) and appends their replies.
+fn flush_sets(
+    input: &[u8],
+    output: &mut Vec<u8>,
+    context: &Context,
+    sets: &mut Vec<(Range<usize>, Range<usize>)>,
+) {
+    if sets.is_empty() {
+        return;
+    }
+    let pairs: Vec<(&[u8], &[u8])> = sets
+        .iter()
+        .map(|(key, value)| {
+            (
+                input.get(key.clone()).unwrap_or_default(),
+                input.get(value.clone()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    for reply in plain_set::set_run(context, &pairs) {
+        reply.encode(output);
+    }
+    sets.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ModelStore, SharedStore};
+    use std::sync::Arc;
+
+    /// Runs `requests` (inline lines or multibulk) as one read buffer; returns the replies.
+    fn run_buffer(context: &Context, requests: &[&[&[u8]]]) -> (Next, Vec<u8>) {
+        let mut input = Vec::new();
+        for words in requests {
+            input.extend_from_slice(format!("*{}\r\n", words.len()).as_bytes());
+            for word in *words {
+                input.extend_from_slice(format!("${}\r\n", word.len()).as_bytes());
+                input.extend_from_slice(word);
+                input.extend_from_slice(b"\r\n");
+            }
+        }
+        let mut output = Vec::new();
+        let (next, consumed) = run_requests(
+            &input,
+            &mut output,
+            context,
+            &mut Session::default(),
+            &mut Scratch::default(),
+        );
+        assert_eq!(consumed, input.len(), "every whole request is consumed");
+        (next, output)
+    }
+
+    fn model() -> Context {
+        Context::new(Arc::new(ModelStore::default()), 0)
+    }
+
+    #[test]
+    fn a_later_command_sees_the_sets_before_it() {
+        let context = model();
+        let (next, replies) = run_buffer(
+            &context,
+            &[
+                &[b"SET", b"k", b"1"],
+                &[b"set", b"k", b"2"],
+                &[b"GET", b"k"],
+                &[b"SET", b"n", b"1"],
+                &[b"INCR", b"n"],
+                &[b"SET", b"n", b"5"],
+                &[b"GET", b"n"],
+            ],
+        );
+        assert_eq!(next, Next::Read);
+        assert_eq!(
+            String::from_utf8_lossy(&replies),
+            "+OK\r\n+OK\r\n$1\r\n2\r\n+OK\r\n:2\r\n+OK\r\n$1\r\n5\r\n"
+        );
+    }
+
+    #[test]
+    fn a_failing_set_in_a_run_replies_its_own_error_and_the_rest_apply() {
+        let context = model();
+        let long_key = vec![b'x'; 70 * 1024];
+        let (_, replies) = run_buffer(
+            &context,
+            &[
+                &[b"SET", b"a", b"1"],
+                &[b"SET", &long_key, b"v"],
+                &[b"SET", b"b", b"2"],
+                &[b"GET", b"a"],
+                &[b"GET", b"b"],
+                &[b"EXISTS", &long_key],
+            ],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&replies),
+            "+OK\r\n-ERR key too large: 71680 bytes (the limit is 65535 bytes)\r\n+OK\r\n\
+             $1\r\n1\r\n$1\r\n2\r\n:0\r\n"
+        );
+    }
+
+    #[test]
+    fn a_run_longer_than_one_batch_keeps_its_order() {
+        let context = model();
+        let keys: Vec<Vec<u8>> = (0..plain_set::RUN_MAX * 2 + 3)
+            .map(|index| format!("k{}", index % 7).into_bytes())
+            .collect();
+        let values: Vec<Vec<u8>> = (0..keys.len())
+            .map(|index| index.to_string().into_bytes())
+            .collect();
+        let mut requests: Vec<Vec<&[u8]>> = keys
+            .iter()
+            .zip(&values)
+            .map(|(key, value)| vec![&b"SET"[..], key, value])
+            .collect();
+        requests.push(vec![b"GET", b"k3"]);
+        let borrowed: Vec<&[&[u8]]> = requests.iter().map(Vec::as_slice).collect();
+        let (_, replies) = run_buffer(&context, &borrowed);
+        // The last SET of k3 is index 514 (514 % 7 == 3).
+        let mut expected = "+OK\r\n".repeat(keys.len());
+        expected.push_str("$3\r\n514\r\n");
+        assert_eq!(String::from_utf8_lossy(&replies), expected);
+    }
+
+    #[test]
+    fn a_set_over_a_hash_deletes_its_fields_even_for_hashes_stored_before_the_start() {
+        let store: SharedStore = Arc::new(ModelStore::default());
+        let before = Context::new(Arc::clone(&store), 0);
+        run_buffer(&before, &[&[b"HSET", b"h", b"f", b"v"]]);
+        // A new context (a restart) learns of the stored hash from its fields.
+        let context = Context::new(store, 0);
+        assert!(context.may_hold_hash(b"h"));
+        let (_, replies) = run_buffer(
+            &context,
+            &[
+                &[b"SET", b"h", b"s"],
+                &[b"GET", b"h"],
+                &[b"DEL", b"h"],
+                &[b"HSET", b"h", b"g", b"w"],
+                &[b"HGETALL", b"h"],
+            ],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&replies),
+            "+OK\r\n$1\r\ns\r\n:1\r\n:1\r\n*2\r\n$1\r\ng\r\n$1\r\nw\r\n"
+        );
+    }
+
+    #[test]
+    fn a_protocol_error_after_a_run_closes_after_its_replies() {
+        let context = model();
+        let mut input = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n".to_vec();
+        let run_end = input.len();
+        input.extend_from_slice(b"*1\r\n$x\r\n*1\r\n$4\r\nPING\r\n");
+        let mut output = Vec::new();
+        let (next, consumed) = run_requests(
+            &input,
+            &mut output,
+            &context,
+            &mut Session::default(),
+            &mut Scratch::default(),
+        );
+        assert_eq!((next, consumed), (Next::Close, run_end));
+        assert_eq!(
+            String::from_utf8_lossy(&output),
+            "+OK\r\n-ERR Protocol error: invalid bulk length\r\n"
+        );
+        let (_, replies) = run_buffer(&context, &[&[b"GET", b"k"]]);
+        assert_eq!(replies, b"$1\r\nv\r\n");
+    }
+}
