@@ -90,6 +90,7 @@ pub(crate) mod memstore;
 pub(crate) mod memtable;
 pub(crate) mod options;
 pub(crate) mod pages;
+pub(crate) mod pinned;
 pub(crate) mod sstable;
 
 pub use error::{Error, Result};
@@ -126,5 +127,6 @@ pub use batch::{WriteBatch, BATCH_BYTES_MAX, BATCH_ENTRIES_MAX};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{Db, Update, WriteOutcome};
 pub use db_iter::{DbIterator, RangeIter};
+pub use pinned::PinnedValue;
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, RunStats, Stats};

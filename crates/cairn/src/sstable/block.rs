@@ -247,6 +247,12 @@ impl Block {
         &self.origin
     }
 
+    /// The raw bytes `range` of the block (`None` if out of bounds): a value's bytes, by the
+    /// range its iterator reported ([`BlockIterator::value_range`]).
+    pub fn bytes(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
+        self.data.get(range)
+    }
+
     /// An unpositioned iterator over the block.
     pub fn iter(self: &Arc<Self>) -> BlockIterator {
         BlockIterator::new(Arc::clone(self))
@@ -342,6 +348,11 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
             value: (0, 0),
             error: None,
         }
+    }
+
+    /// The byte range of the current value inside the block (see [`Block::bytes`]).
+    pub fn value_range(&self) -> std::ops::Range<usize> {
+        self.value.0..self.value.1
     }
 
     fn mark_end(&mut self) {

@@ -31,9 +31,11 @@ use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber, ValueKind};
+use crate::pinned::PinnedValue;
 use crate::sync::StripedCounter;
 use std::cmp::Ordering;
 use std::fmt;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -67,8 +69,16 @@ impl fmt::Debug for Table {
     }
 }
 
-/// A point-lookup result: the newest visible version's sequence, kind and value.
-pub type TableGet = Option<(SequenceNumber, ValueKind, Vec<u8>)>;
+/// A point-lookup result: the newest visible version's sequence, kind and value (as `V`).
+pub type TableFound<V> = Option<(SequenceNumber, ValueKind, V)>;
+
+/// A point-lookup result with the value copied out.
+pub type TableGet = TableFound<Vec<u8>>;
+
+/// The value at `range` of `block`, copied (the extractor of the copying lookups).
+fn copy_value(block: &Arc<Block>, range: Range<usize>) -> Option<Vec<u8>> {
+    block.bytes(range).map(<[u8]>::to_vec)
+}
 
 impl Table {
     /// Opens the table in `file`. Checks the footer and loads index, filter and properties.
@@ -113,6 +123,25 @@ impl Table {
 
     /// [`Self::get`], choosing whether a data block read from disk is added to the cache.
     pub fn get_with(&self, lookup_key: &[u8], fill_cache: bool) -> Result<TableGet> {
+        self.get_as(lookup_key, fill_cache, copy_value)
+    }
+
+    /// [`Self::get`] without copying the value: it comes back as the data block holding it
+    /// and its range (one reference count on the block, no allocation).
+    pub fn get_pinned(&self, lookup_key: &[u8]) -> Result<TableFound<PinnedValue>> {
+        self.get_as(lookup_key, true, |block, range| {
+            PinnedValue::in_block(Arc::clone(block), range)
+        })
+    }
+
+    /// The point lookup, handing the value out as `extract` makes it from its block and
+    /// range (`None` from `extract`: the range is outside the block, a corruption).
+    fn get_as<V>(
+        &self,
+        lookup_key: &[u8],
+        fill_cache: bool,
+        extract: impl Fn(&Arc<Block>, Range<usize>) -> Option<V>,
+    ) -> Result<TableFound<V>> {
         let user_key = self.lookup_user_key(lookup_key)?;
         if !self.filter_allows(user_key) {
             return Ok(None);
@@ -120,17 +149,18 @@ impl Table {
         let Some(handle) = self.index_lookup(lookup_key)? else {
             return Ok(None);
         };
-        // A cache hit is searched in place: no lock, no reference count.
+        // A cache hit is searched in place: no lock, and no reference count unless `extract`
+        // takes one.
         if let Some(cache) = &self.cache {
             let found = cache.with_block(self.cache_id, handle.offset, |block| {
-                self.find_in_block(block, handle, lookup_key, user_key)
+                self.find_in_block(block, handle, lookup_key, user_key, &extract)
             });
             if let Some(found) = found {
                 return found;
             }
         }
         let block = self.load_data_block(handle, fill_cache)?;
-        self.find_in_block(&block, handle, lookup_key, user_key)
+        self.find_in_block(&block, handle, lookup_key, user_key, &extract)
     }
 
     /// Point lookups of several keys at once (`multi_get`): one answer per key, as
@@ -154,7 +184,7 @@ impl Table {
                 Some((held, block)) if held == handle => block,
                 _ => self.read_data_block(handle, fill_cache)?,
             };
-            answers.push(self.find_in_block(&block, handle, lookup_key, user_key)?);
+            answers.push(self.find_in_block(&block, handle, lookup_key, user_key, &copy_value)?);
             current = Some((handle, block));
         }
         Ok(answers)
@@ -193,14 +223,16 @@ impl Table {
         self.decode_index_value(index.value()).map(Some)
     }
 
-    /// The first entry of `block` at or after `lookup_key`, if it is a version of `user_key`.
-    fn find_in_block(
+    /// The first entry of `block` at or after `lookup_key`, if it is a version of `user_key`,
+    /// with its value as `extract` makes it.
+    fn find_in_block<V>(
         &self,
-        block: &Block,
+        block: &Arc<Block>,
         handle: BlockHandle,
         lookup_key: &[u8],
         user_key: &[u8],
-    ) -> Result<TableGet> {
+        extract: &impl Fn(&Arc<Block>, Range<usize>) -> Option<V>,
+    ) -> Result<TableFound<V>> {
         let mut iter = block.iter_ref();
         iter.seek(lookup_key);
         if !iter.valid() {
@@ -213,7 +245,14 @@ impl Table {
         }
         match parse_internal_key(iter.key()) {
             Some(found) if found.user_key == user_key => {
-                Ok(Some((found.sequence, found.kind, iter.value().to_vec())))
+                let value = extract(block, iter.value_range()).ok_or_else(|| {
+                    Error::corruption(
+                        self.path.as_ref(),
+                        handle.offset,
+                        "a value lies outside its data block",
+                    )
+                })?;
+                Ok(Some((found.sequence, found.kind, value)))
             }
             _ => Ok(None),
         }
@@ -267,8 +306,13 @@ impl Table {
         self.size_bytes
     }
 
-    #[cfg(any(test, feature = "testing"))]
-    /// False only if the Bloom filter proves `user_key` absent (always true without a filter).
+    /// The largest sequence number of any entry in the table (from its properties block).
+    pub fn largest_sequence(&self) -> SequenceNumber {
+        self.properties.largest_sequence
+    }
+
+    /// False only if the Bloom filter proves `user_key` absent (always true without a filter;
+    /// not counted in `filter_skips`, which counts point lookups).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         match &self.filter {
             Some(filter) => filter.may_contain(user_key),
