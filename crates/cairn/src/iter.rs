@@ -388,6 +388,8 @@ impl InternalIterator for MergingIterator {
 pub struct VecIterator {
     entries: Vec<(Vec<u8>, Vec<u8>)>,
     position: Option<usize>,
+    /// Whether `seek_bound` states true bounds (as a run with a perfect filter would).
+    bounded: bool,
 }
 
 #[cfg(test)]
@@ -398,6 +400,15 @@ impl VecIterator {
         VecIterator {
             entries,
             position: None,
+            bounded: false,
+        }
+    }
+
+    /// The same, stating true seek bounds (the largest sequence of the user key's versions).
+    pub fn bounded(entries: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
+        VecIterator {
+            bounded: true,
+            ..VecIterator::new(entries)
         }
     }
 }
@@ -441,6 +452,18 @@ impl InternalIterator for VecIterator {
     fn status(&self) -> Result<()> {
         Ok(())
     }
+    fn seek_bound(&self, user: &[u8]) -> SeekBound {
+        if !self.bounded {
+            return SeekBound::Unknown;
+        }
+        self.entries
+            .iter()
+            .filter_map(|(key, _)| parse_internal_key(key))
+            .filter(|parsed| parsed.user_key == user)
+            .map(|parsed| parsed.sequence)
+            .max()
+            .map_or(SeekBound::LaterUserKey, SeekBound::AtMostSequence)
+    }
 }
 
 /// Test helpers shared by the iterator tests of every module.
@@ -483,8 +506,17 @@ mod tests {
 
     #[test]
     fn merging_matches_sorted_union_in_both_directions() {
+        merging_matches_sorted_union(false);
+    }
+
+    #[test]
+    fn merging_with_deferred_seeks_matches_sorted_union() {
+        merging_matches_sorted_union(true);
+    }
+
+    fn merging_matches_sorted_union(bounded: bool) {
         let mut rng = SmallRng::seed_from_u64(7);
-        for round in 0..50 {
+        for round in 0..200 {
             let child_count = rng.gen_range(0..6);
             let mut all = Vec::new();
             let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
@@ -498,7 +530,11 @@ mod tests {
                     entries.push((key, sequence.to_le_bytes().to_vec()));
                 }
                 all.extend(entries.clone());
-                children.push(Box::new(VecIterator::new(entries)));
+                children.push(Box::new(if bounded && rng.gen_bool(0.8) {
+                    VecIterator::bounded(entries)
+                } else {
+                    VecIterator::new(entries)
+                }));
             }
             all.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
             let mut merged = MergingIterator::new(children);
@@ -509,6 +545,20 @@ mod tests {
             // Random walks that switch direction agree with the sorted vector.
             if all.is_empty() {
                 continue;
+            }
+            // Seeks to present user keys at random sequences (snapshots), and walks from there.
+            for _ in 0..10 {
+                let user = vec![rng.gen_range(b'a'..b'f'); rng.gen_range(0..3)];
+                let target = internal_key(&user, rng.gen_range(0..=sequence + 1), ValueKind::SEEK);
+                merged.seek(&target);
+                let start = all.partition_point(|(key, _)| {
+                    compare_internal_keys(key, &target) == Ordering::Less
+                });
+                for expected in all.iter().skip(start).take(rng.gen_range(0..8)) {
+                    assert!(merged.valid(), "round {round}");
+                    assert_eq!(merged.key(), expected.0.as_slice(), "round {round}");
+                    merged.next();
+                }
             }
             let mut position = rng.gen_range(0..all.len());
             merged.seek(&all[position].0);

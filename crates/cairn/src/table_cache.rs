@@ -21,7 +21,7 @@
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, SeekBound};
 use crate::key::compare_internal_keys;
 use crate::lookup_pool::LookupPool;
 use crate::options::TableReadMode;
@@ -343,6 +343,26 @@ impl InternalIterator for LevelIterator {
         self.current
             .as_ref()
             .map_or(&[], super::iter::InternalIterator::value)
+    }
+
+    fn seek_bound(&self, user_key: &[u8]) -> SeekBound {
+        // The one file of the run a seek to `user_key` would land in (invariant 2 of
+        // `version`: no user key spans two files of a run).
+        let files = self.files.files();
+        let index = files.partition_point(|file| file.largest_user_key() < user_key);
+        let Some(file) = files.get(index) else {
+            return SeekBound::LaterUserKey;
+        };
+        if file.smallest_user_key() > user_key {
+            return SeekBound::LaterUserKey;
+        }
+        match self.tables.table_ref(file) {
+            Ok(table) if !table.may_contain(user_key) => SeekBound::LaterUserKey,
+            // The table's own record, not the MANIFEST's: the bound is about its entries.
+            Ok(table) => SeekBound::AtMostSequence(table.largest_sequence()),
+            // The seek itself will meet and report the error.
+            Err(_) => SeekBound::Unknown,
+        }
     }
 
     fn status(&self) -> Result<()> {
