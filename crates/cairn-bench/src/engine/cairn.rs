@@ -174,9 +174,12 @@ impl Engine for CairnEngine {
     }
 
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        match self.db.get(key)? {
+        // The pinned read, copied into the caller's buffer as the RocksDB engine does with
+        // `get_pinned`: one copy, no allocation once the buffer has grown.
+        match self.db.get_pinned(key)? {
             Some(found) => {
-                *value = found;
+                value.clear();
+                value.extend_from_slice(&found);
                 Ok(true)
             }
             None => Ok(false),
