@@ -15,7 +15,9 @@
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, SEQUENCE_MAX};
+use crate::key::{
+    append_internal_key, internal_key, parse_internal_key, SequenceNumber, ValueKind, SEQUENCE_MAX,
+};
 use std::any::Any;
 use std::ops::Bound;
 
@@ -254,11 +256,14 @@ impl DbIterator {
         self.direction = Direction::Forward;
         self.saved_value.clear();
         let target = match self.lower.as_deref() {
-            Some(lower) if target < lower => lower.to_vec(),
-            _ => target.to_vec(),
+            Some(lower) if target < lower => lower,
+            _ => target,
         };
-        self.inner
-            .seek(&internal_key(&target, self.sequence, ValueKind::SEEK));
+        // The seek key is built in `saved_key`'s buffer (cleared before use below): a seek
+        // allocates nothing here once the buffer has grown.
+        self.saved_key.clear();
+        append_internal_key(&mut self.saved_key, target, self.sequence, ValueKind::SEEK);
+        self.inner.seek(&self.saved_key);
         self.saved_key.clear();
         self.find_next_user_entry(false);
     }
