@@ -12,6 +12,11 @@
 //! truncated or rewritten (see `fs::mapped_read`), and its size is checked against the
 //! MANIFEST here and against its footer by `Table::open`.
 //!
+//! A [`LevelIterator`] tells a merge, before any seek, where a seek to a user key could land
+//! (`InternalIterator::seek_bound`) from the run's file ranges, the covering table's Bloom
+//! filter and its largest sequence, so the merge reads a data block of this run only when the
+//! run may hold the smallest key.
+//!
 //! Thread-safety contract: `TableCache` is `Send + Sync`; `LevelIterator` is owned by one thread.
 //!
 //! Invariants:
