@@ -138,12 +138,32 @@ impl TableCache {
     }
 }
 
-/// The files a [`LevelIterator`] walks: its own list, or a range of one level of a version
-/// (one reference count for the whole run, none per file).
+/// What every run iterator of one scan shares: the version whose runs they walk and the table
+/// opener. One per scan, so each of its run iterators clones an `Arc` no other thread
+/// touches, instead of the version's and the opener's, whose counts every reading core
+/// writes.
+#[derive(Debug)]
+pub struct ScanSource {
+    version: Arc<Version>,
+    tables: Arc<TableCache>,
+}
+
+impl ScanSource {
+    /// The source for run iterators over `version`.
+    pub fn new(version: Arc<Version>, tables: Arc<TableCache>) -> Arc<Self> {
+        Arc::new(ScanSource { version, tables })
+    }
+}
+
+/// The files a [`LevelIterator`] walks: its own list, or a range of one level of a scan's
+/// version (one reference count on the scan's own source, none per file).
 enum LevelFiles {
-    Owned(Vec<Arc<FileMeta>>),
+    Owned {
+        files: Vec<Arc<FileMeta>>,
+        tables: Arc<TableCache>,
+    },
     Shared {
-        version: Arc<Version>,
+        source: Arc<ScanSource>,
         level: usize,
         range: std::ops::Range<usize>,
     },
@@ -152,12 +172,23 @@ enum LevelFiles {
 impl LevelFiles {
     fn files(&self) -> &[Arc<FileMeta>] {
         match self {
-            LevelFiles::Owned(files) => files,
+            LevelFiles::Owned { files, .. } => files,
             LevelFiles::Shared {
-                version,
+                source,
                 level,
                 range,
-            } => version.files(*level).get(range.clone()).unwrap_or(&[]),
+            } => source
+                .version
+                .files(*level)
+                .get(range.clone())
+                .unwrap_or(&[]),
+        }
+    }
+
+    fn tables(&self) -> &TableCache {
+        match self {
+            LevelFiles::Owned { tables, .. } => tables,
+            LevelFiles::Shared { source, .. } => &source.tables,
         }
     }
 }
@@ -167,7 +198,6 @@ impl LevelFiles {
 /// at most one reference count, so a short scan pays only for the tables it reaches.
 pub struct LevelIterator {
     files: LevelFiles,
-    tables: Arc<TableCache>,
     index: usize,
     current: Option<TableIterator>,
     error: Option<Error>,
@@ -191,8 +221,7 @@ impl LevelIterator {
     /// the blocks it reads are added to the block cache.
     pub fn new(files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>, fill_cache: bool) -> Self {
         LevelIterator {
-            files: LevelFiles::Owned(files),
-            tables,
+            files: LevelFiles::Owned { files, tables },
             index: 0,
             current: None,
             error: None,
@@ -200,21 +229,20 @@ impl LevelIterator {
         }
     }
 
-    /// Iterates files `range` of `level` of `version`, which must form (part of) one run.
+    /// Iterates files `range` of `level` of the source's version, which must form (part of)
+    /// one run.
     pub fn over_version(
-        version: Arc<Version>,
+        source: Arc<ScanSource>,
         level: usize,
         range: std::ops::Range<usize>,
-        tables: Arc<TableCache>,
         fill_cache: bool,
     ) -> Self {
         LevelIterator {
             files: LevelFiles::Shared {
-                version,
+                source,
                 level,
                 range,
             },
-            tables,
             index: 0,
             current: None,
             error: None,
@@ -228,7 +256,7 @@ impl LevelIterator {
         let Some(meta) = self.files.files().get(index) else {
             return false;
         };
-        match self.tables.table(meta) {
+        match self.files.tables().table(meta) {
             Ok(table) => {
                 self.current = Some(table.iter_with(self.fill_cache));
                 true
@@ -361,7 +389,7 @@ impl InternalIterator for LevelIterator {
         if file.smallest_user_key() > user_key {
             return SeekBound::LaterUserKey;
         }
-        match self.tables.table_ref(file) {
+        match self.files.tables().table_ref(file) {
             Ok(table) if !table.may_contain(user_key) => SeekBound::LaterUserKey,
             // The table's own record, not the MANIFEST's: the bound is about its entries.
             Ok(table) => SeekBound::AtMostSequence(table.largest_sequence()),

@@ -25,7 +25,7 @@ use crate::pinned::PinnedValue;
 use crate::snapshot::Snapshot;
 use crate::sstable::reader::TableFound;
 use crate::sstable::Table;
-use crate::table_cache::LevelIterator;
+use crate::table_cache::{LevelIterator, ScanSource};
 use crate::version::Version;
 use std::sync::Arc;
 
@@ -252,13 +252,13 @@ impl DbInner {
         // Every run (each level-0 file is one) becomes a lazy level iterator: nothing is
         // opened until the merge seeks, and a run costs one reference count, not one per file.
         let version = &super_version.version;
+        let source = ScanSource::new(Arc::clone(version), Arc::clone(&self.table_cache));
         for level in 0..version.level_count() {
             for range in version.overlapping_run_ranges(level, lower, upper) {
                 children.push(Box::new(LevelIterator::over_version(
-                    Arc::clone(version),
+                    Arc::clone(&source),
                     level,
                     range,
-                    Arc::clone(&self.table_cache),
                     options.fill_cache,
                 )));
             }
