@@ -290,6 +290,21 @@ impl Block {
         })
     }
 
+    /// Number of restart points.
+    pub fn restart_count(&self) -> usize {
+        self.restart_count
+    }
+
+    /// The full key and the value of the entry at restart point `index` (`None` if the
+    /// entry is malformed): with a restart point at every entry (the index block), entry
+    /// `index` read without a scan.
+    pub fn restart_entry(&self, index: usize) -> Option<(&[u8], &[u8])> {
+        let entry = self.decode_entry(self.restart_point(index))?;
+        let key = self.data.get(entry.key_delta.0..entry.key_delta.1)?;
+        let value = self.data.get(entry.value.0..entry.value.1)?;
+        (entry.shared == 0 && parse_internal_key(key).is_some()).then_some((key, value))
+    }
+
     /// The full key stored at restart point `index`.
     fn restart_key(&self, index: usize) -> Option<&[u8]> {
         let entry = self.decode_entry(self.restart_point(index))?;

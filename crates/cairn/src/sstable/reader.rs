@@ -25,6 +25,7 @@
 use super::block::{Block, BlockIterator, BlockOrigin};
 use super::bloom::BloomFilter;
 use super::cache::BlockCache;
+use super::fences::Fences;
 use super::format::{read_block_contents, BlockHandle, Footer, FOOTER_BYTES};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
@@ -48,6 +49,8 @@ pub struct Table {
     cache_id: u64,
     verify_checksums: bool,
     index: Arc<Block>,
+    /// The index's fence keys condensed for point lookups (`None`: searched in the block).
+    fences: Option<Fences>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
     size_bytes: u64,
@@ -96,8 +99,12 @@ impl Table {
         let filter = read_filter(file.as_ref(), &footer, &path)?;
         let index = read_index(file.as_ref(), &footer, &path)?;
         check_index(&index, data_limit(&footer, footer_offset), &properties)?;
+        let fences = usize::try_from(properties.data_block_count)
+            .ok()
+            .and_then(|count| Fences::new(&index, count));
         let cache_id = cache.as_ref().map_or(0, |cache| cache.new_id());
         Ok(Table {
+            fences,
             file,
             path,
             file_number,
@@ -214,6 +221,21 @@ impl Table {
 
     /// The handle of the one data block that may hold `lookup_key` (fence-pointer search).
     fn index_lookup(&self, lookup_key: &[u8]) -> Result<Option<BlockHandle>> {
+        if let Some(fences) = &self.fences {
+            // Every entry decoded when the fences were built (fences invariant 1), and the
+            // block is immutable, so the entry found decodes.
+            return match fences.seek(&self.index, lookup_key) {
+                Some(position) => match self.index.restart_entry(position) {
+                    Some((_, value)) => self.decode_index_value(value).map(Some),
+                    None => Err(Error::corruption(
+                        self.path.as_ref(),
+                        self.index.origin().offset,
+                        "index entry does not decode",
+                    )),
+                },
+                None => Ok(None),
+            };
+        }
         let mut index = self.index.iter_ref();
         index.seek(lookup_key);
         if !index.valid() {
@@ -329,7 +351,9 @@ impl Table {
     #[cfg(any(test, feature = "testing"))]
     /// Bytes of the in-memory index and filter.
     pub fn memory_bytes(&self) -> usize {
-        self.index.size_bytes() + self.filter.as_ref().map_or(0, BloomFilter::size_bytes)
+        self.index.size_bytes()
+            + self.fences.as_ref().map_or(0, Fences::size_bytes)
+            + self.filter.as_ref().map_or(0, BloomFilter::size_bytes)
     }
 
     fn decode_index_value(&self, value: &[u8]) -> Result<BlockHandle> {
