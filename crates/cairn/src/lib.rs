@@ -90,7 +90,6 @@ pub(crate) mod memstore;
 pub(crate) mod memtable;
 pub(crate) mod options;
 pub(crate) mod pages;
-pub(crate) mod pinned;
 pub(crate) mod sstable;
 
 pub use error::{Error, Result};
@@ -127,6 +126,6 @@ pub use batch::{WriteBatch, BATCH_BYTES_MAX, BATCH_ENTRIES_MAX};
 pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{Db, Update, WriteOutcome};
 pub use db_iter::{DbIterator, RangeIter};
-pub use pinned::PinnedValue;
 pub use snapshot::Snapshot;
+pub use sstable::pinned::PinnedValue;
 pub use stats::{LevelStats, RunStats, Stats};

@@ -10,7 +10,7 @@
 use super::Db;
 use crate::error::Result;
 use crate::options::ReadOptions;
-use crate::pinned::PinnedValue;
+use crate::sstable::pinned::PinnedValue;
 
 impl Db {
     /// The value of `key` in the latest state, without copying it when it comes from a table:

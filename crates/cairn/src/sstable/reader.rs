@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber, ValueKind};
-use crate::pinned::PinnedValue;
+use crate::sstable::pinned::PinnedValue;
 use crate::sync::StripedCounter;
 use std::cmp::Ordering;
 use std::fmt;

@@ -16,7 +16,7 @@
 //! 1. `start <= end <= block.size_bytes()`: checked when the value is made, so `Deref`
 //!    never panics and never reads outside the block.
 
-use crate::sstable::block::Block;
+use super::block::Block;
 use std::fmt;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
