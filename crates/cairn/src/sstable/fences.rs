@@ -83,6 +83,7 @@ impl Fences {
         (left < self.prefixes.len()).then_some(left)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes held.
     pub fn size_bytes(&self) -> usize {
         self.prefixes.len() * 8
