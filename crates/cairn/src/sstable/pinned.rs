@@ -74,7 +74,7 @@ impl PinnedValue {
             }
             Repr::Block { block, range } => {
                 let start = range.start.checked_add(count)?;
-                (start <= range.end).then(|| PinnedValue {
+                (start <= range.end).then_some(PinnedValue {
                     repr: Repr::Block {
                         block,
                         range: start..range.end,
