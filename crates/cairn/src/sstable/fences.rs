@@ -22,6 +22,9 @@ use super::block::Block;
 use crate::key::{compare_internal_keys, user_key};
 use std::cmp::Ordering;
 
+/// Fences with the target's prefix stepped over one by one before a binary search.
+const SCAN_STEPS: usize = 8;
+
 /// The fence prefixes of one index block (module doc).
 #[derive(Debug)]
 pub struct Fences {
@@ -64,10 +67,17 @@ impl Fences {
     pub fn seek(&self, index: &Block, target: &[u8]) -> Option<usize> {
         let wanted = prefix(user_key(target));
         let low = self.prefixes.partition_point(|&fence| fence < wanted);
-        let equal = self
-            .prefixes
-            .get(low..)?
-            .partition_point(|&fence| fence == wanted);
+        let rest = self.prefixes.get(low..)?;
+        // Fences sharing a prefix are few with distinct keys: step over them in place (one
+        // cache line) and binary-search only a long run of them.
+        let mut equal = rest
+            .iter()
+            .take(SCAN_STEPS)
+            .take_while(|&&fence| fence == wanted)
+            .count();
+        if equal == SCAN_STEPS {
+            equal = rest.partition_point(|&fence| fence == wanted);
+        }
         // Only fences with the target's prefix need the full comparison.
         let mut left = low;
         let mut right = low + equal;
