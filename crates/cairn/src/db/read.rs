@@ -66,6 +66,19 @@ pub(super) fn moved_version(
     }
 }
 
+/// A memory-component version as an [`OwnedVersion`]: a value the Membuffer already copied
+/// out (`Cow::Owned`) is moved, a value borrowed from the memtable is copied once.
+pub(super) fn memory_version(
+    version: SequenceNumber,
+    kind: ValueKind,
+    value: std::borrow::Cow<'_, [u8]>,
+) -> OwnedVersion {
+    match value {
+        std::borrow::Cow::Owned(value) => moved_version(version, kind, value),
+        std::borrow::Cow::Borrowed(value) => owned_version(version, kind, value),
+    }
+}
+
 /// The visible value of a pinned table entry (`None`: a tombstone or an expired value), as
 /// [`owned_version`] decides, without copying it.
 fn pinned_value(kind: ValueKind, value: PinnedValue) -> Option<PinnedValue> {
@@ -127,7 +140,7 @@ impl DbInner {
         };
         if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
             debug_assert!(version <= sequence, "invariant 1");
-            return Ok(Some(owned_version(version, kind, &value)));
+            return Ok(Some(memory_version(version, kind, value)));
         }
         self.tables_version(&super_version, key, sequence)
     }
@@ -143,7 +156,7 @@ impl DbInner {
         let (in_memory, hint) = super_version.memory.get_hinted(key);
         if let Some((version, kind, value)) = in_memory {
             return Ok(HintedRead {
-                found: Some(owned_version(version, kind, &value)),
+                found: Some(memory_version(version, kind, value)),
                 in_memory: true,
                 hint,
             });
@@ -169,7 +182,7 @@ impl DbInner {
         };
         if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
             debug_assert!(version <= sequence, "invariant 1");
-            return Ok(owned_version(version, kind, value)
+            return Ok(memory_version(version, kind, value)
                 .1
                 .map(PinnedValue::owned));
         }
