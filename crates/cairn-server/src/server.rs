@@ -1,7 +1,9 @@
 //! The TCP server: configuration, opening the engine, the accept loop, one task per
 //! connection (read, parse, run, reply, with pipelining), limits, and shutdown.
 //!
-//! Thread-safety contract: a multi-threaded tokio runtime; each connection is one task that
+//! Thread-safety contract: a tokio runtime of `--threads` threads (one: the current-thread
+//! runtime, every connection on one thread; more: the multi-threaded runtime with that many
+//! workers, the default one per CPU); each connection is one task that
 //! owns its buffers and `Session`; everything shared lives in the `Context` (an `Arc`).
 //! Command handlers run inline on the connection's task: engine calls are short (a memtable
 //! insert, a cached read), except an fsync under `--sync always`, which holds that worker.
