@@ -6,6 +6,8 @@ Sides (each started fresh, on a new directory and a free port, for every measure
              reply, not fsynced; survives a process crash)
   redis-aof  redis-server --appendonly yes --appendfsync no --save ""  (the same durability)
   redis-mem  redis-server --appendonly no --save ""  (no persistence; reference only)
+  cairn-b    as cairn, with the binary --compare-bin names and the extra flags of
+             --compare-args (an A/B of two builds or two settings)
 
 For each repetition, pipeline depth and side — sides in a rotated order each repetition, so
 none always runs first — it runs
@@ -32,6 +34,7 @@ import io
 import json
 import os
 import resource
+import shlex
 import shutil
 import socket
 import statistics
@@ -40,7 +43,7 @@ import sys
 import tempfile
 import time
 
-SIDES = ("cairn", "redis-aof", "redis-mem")
+SIDES = ("cairn", "redis-aof", "redis-mem", "cairn-b")
 BASELINE = "redis-aof"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -76,9 +79,12 @@ def wait_ready(port, process, deadline_s=60):
 
 
 def start_side(side, args, port, directory):
-    if side == "cairn":
-        command = [args.cairn_bin, "--engine", "db", "--dir", directory, "--port", str(port),
+    if side in ("cairn", "cairn-b"):
+        binary = args.cairn_bin if side == "cairn" else (args.compare_bin or args.cairn_bin)
+        command = [binary, "--engine", "db", "--dir", directory, "--port", str(port),
                    "--sync", "never"]
+        if side == "cairn-b":
+            command += shlex.split(args.compare_args)
     else:
         aof = "yes" if side == "redis-aof" else "no"
         command = [args.redis_server, "--port", str(port), "--bind", "127.0.0.1",
@@ -206,7 +212,8 @@ def chart(summary, args):
     """A grouped bar chart (SVG, no dependencies) of median requests/s."""
     groups = [(depth, test) for depth in args.pipelines
               for test in sorted({e["test"] for e in summary})]
-    colors = {"cairn": "#2b7bb9", "redis-aof": "#d9534f", "redis-mem": "#aaaaaa"}
+    colors = {"cairn": "#2b7bb9", "redis-aof": "#d9534f", "redis-mem": "#aaaaaa",
+              "cairn-b": "#5cb85c"}
     top = max((e["rps_median"] for e in summary), default=1) or 1
     bar, gap, height = 14, 18, 260
     width = 60 + len(groups) * (bar * len(args.sides) + gap)
@@ -238,6 +245,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cairn-bin", default="target/release/cairn-server")
+    parser.add_argument("--compare-bin",
+                        help="side cairn-b's cairn-server (default: --cairn-bin)")
+    parser.add_argument("--compare-args", default="",
+                        help="extra flags for side cairn-b, e.g. \"--threads 1\"")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
     parser.add_argument("--redis-benchmark",
                         default=shutil.which("redis-benchmark") or "redis-benchmark")
@@ -248,7 +259,7 @@ def main():
     parser.add_argument("-r", "--keyspace", type=int, default=1_000_000)
     parser.add_argument("-t", "--tests", default="set,get,incr,mset,hset")
     parser.add_argument("--pipelines", default="1,16")
-    parser.add_argument("--sides", default=",".join(SIDES))
+    parser.add_argument("--sides", default="cairn,redis-aof,redis-mem")
     parser.add_argument("--out", default="/tmp/cairn-redis-bench")
     args = parser.parse_args()
     args.pipelines = [int(depth) for depth in args.pipelines.split(",")]
@@ -258,6 +269,10 @@ def main():
             parser.error(f"unknown side {side}")
     if "cairn" in args.sides and not os.access(args.cairn_bin, os.X_OK):
         parser.error(f"{args.cairn_bin} missing: cargo build --release -p cairn-server")
+    if "cairn-b" in args.sides and not (args.compare_bin or args.compare_args):
+        parser.error("side cairn-b needs --compare-bin or --compare-args (an A/B)")
+    if args.compare_bin and not os.access(args.compare_bin, os.X_OK):
+        parser.error(f"{args.compare_bin} is not an executable cairn-server")
     os.makedirs(args.out, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="cairn-redis-bench-")
     records = []

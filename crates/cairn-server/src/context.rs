@@ -29,6 +29,8 @@ use std::time::Instant;
 
 /// Key lock stripes.
 const STRIPES: usize = 1024;
+/// Stripes of the command counter (each on its own cache line).
+const COMMAND_COUNT_STRIPES: usize = 8;
 /// Remembered SCAN/HSCAN cursors.
 const MAX_CURSORS: usize = 16 * 1024;
 /// Bits of the hash marks (128 KiB): with a few thousand hashes nearly every other key's bit
@@ -75,6 +77,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// One stripe of the command counter, alone on its cache line (128 bytes: adjacent-line
+/// prefetchers pair lines).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct CommandCount(AtomicU64);
+
 /// Settings that CONFIG SET may change while the server runs.
 #[derive(Debug)]
 pub struct RuntimeConfig {
@@ -110,8 +118,8 @@ pub struct Context {
     pub clients: AtomicUsize,
     /// Next client id.
     pub next_client_id: AtomicU64,
-    /// Commands run since start.
-    pub commands: AtomicU64,
+    /// Commands run since start, striped by connection (see `count_commands`).
+    commands: Box<[CommandCount]>,
     /// Set by SHUTDOWN (and SIGTERM): the server stops.
     pub shutting_down: AtomicBool,
     /// When the server started.
@@ -140,7 +148,9 @@ impl Context {
             cursors: Mutex::new(Cursors::default()),
             clients: AtomicUsize::new(0),
             next_client_id: AtomicU64::new(1),
-            commands: AtomicU64::new(0),
+            commands: (0..COMMAND_COUNT_STRIPES)
+                .map(|_| CommandCount::default())
+                .collect(),
             shutting_down: AtomicBool::new(false),
             started: Instant::now(),
             port,
@@ -196,18 +206,22 @@ impl Context {
             .is_none_or(|(word, bit)| word.load(Ordering::Acquire) & bit != 0)
     }
 
-    /// Locks the stripes of `keys` (in ascending stripe order); released when dropped.
-    pub fn lock_keys(&self, keys: &[&[u8]]) -> Vec<MutexGuard<'_, ()>> {
-        let mut stripes: Vec<usize> = keys
-            .iter()
-            .map(|key| (key_hash(key) % STRIPES as u64) as usize)
-            .collect();
+    /// Locks the stripes of `keys` (in ascending stripe order); released when dropped. One
+    /// key (most commands) takes its stripe without allocating.
+    pub fn lock_keys(&self, keys: &[&[u8]]) -> KeyLocks<'_> {
+        let stripe_of = |key: &[u8]| (key_hash(key) % STRIPES as u64) as usize;
+        if let [key] = keys {
+            return KeyLocks::One(self.stripes.get(stripe_of(key)).map(lock));
+        }
+        let mut stripes: Vec<usize> = keys.iter().map(|key| stripe_of(key)).collect();
         stripes.sort_unstable();
         stripes.dedup();
-        stripes
-            .into_iter()
-            .filter_map(|stripe| self.stripes.get(stripe).map(lock))
-            .collect()
+        KeyLocks::Many(
+            stripes
+                .into_iter()
+                .filter_map(|stripe| self.stripes.get(stripe).map(lock))
+                .collect(),
+        )
     }
 
     /// Remembers where a SCAN stopped; returns the cursor number to hand out (never 0).
@@ -236,13 +250,36 @@ impl Context {
         lock(&self.cursors).positions.get(&id).cloned()
     }
 
-    /// Counts `count` commands (a connection counts a read buffer's worth at once: one shared
-    /// counter bumped per command would bounce its cache line between the cores).
-    pub fn count_commands(&self, count: u64) {
+    /// Counts `count` commands run by connection `client` (a connection counts a read
+    /// buffer's worth at once). Connections add to different stripes: one shared counter
+    /// bumped per unpipelined request would bounce its cache line between the cores.
+    pub fn count_commands(&self, client: u64, count: u64) {
         if count > 0 {
-            self.commands.fetch_add(count, Ordering::Relaxed);
+            let stripe = (client % COMMAND_COUNT_STRIPES as u64) as usize;
+            if let Some(counter) = self.commands.get(stripe) {
+                counter.0.fetch_add(count, Ordering::Relaxed);
+            }
         }
     }
+
+    /// Commands run since start (INFO's `total_commands_processed`).
+    pub fn commands_processed(&self) -> u64 {
+        self.commands
+            .iter()
+            .map(|counter| counter.0.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// The stripe locks a writer holds (`Context::lock_keys`); released when dropped.
+#[derive(Debug)]
+#[must_use = "the locks are released when this is dropped"]
+pub enum KeyLocks<'a> {
+    /// The one key's stripe (`None` only if the stripe index were out of range, which the
+    /// modulo rules out).
+    One(Option<MutexGuard<'a, ()>>),
+    /// Several keys' stripes, in ascending order.
+    Many(Vec<MutexGuard<'a, ()>>),
 }
 
 /// One connection's state.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: cairn-server [--engine db|memstore] [--dir PATH] [--port N] \
-[--bind ADDR] [--sync always|never] [--memstore-bytes N] [--membuffer on|off]";
+[--bind ADDR] [--sync always|never] [--memstore-bytes N] [--membuffer on|off] [--threads N]";
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Config, String> {
     let mut config = Config {
@@ -21,6 +21,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Config, String> {
         sync: false,
         memstore_bytes: 1 << 30,
         membuffer: false,
+        // tokio's own default: one worker per CPU.
+        threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
     };
     while let Some(flag) = args.next() {
         if flag == "--help" || flag == "-h" {
@@ -53,6 +55,12 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Config, String> {
                     "on" => true,
                     "off" => false,
                     _ => return Err(bad()),
+                }
+            }
+            "--threads" => {
+                config.threads = value.parse().map_err(|_| bad())?;
+                if config.threads == 0 {
+                    return Err(bad());
                 }
             }
             "--memstore-bytes" => config.memstore_bytes = value.parse().map_err(|_| bad())?,

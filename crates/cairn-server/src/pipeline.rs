@@ -20,6 +20,9 @@ use crate::resp::{self, Limits, Reply, Request};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
+/// Arguments a command may have and still be gathered without allocating.
+const STACK_ARGS: usize = 8;
+
 /// What the connection does after running the buffered requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
@@ -52,7 +55,6 @@ pub fn run_requests(
     };
     let mut consumed = 0;
     let mut commands = 0u64;
-    let mut args: Vec<&[u8]> = Vec::with_capacity(8);
     let next = loop {
         let rest = input.get(consumed..).unwrap_or_default();
         let (request, used) = match resp::parse_request(rest, &limits, &mut scratch.ranges) {
@@ -84,15 +86,9 @@ pub fn run_requests(
             Request::Ranges => {}
         }
         let shift = |range: &Range<usize>| start + range.start..start + range.end;
-        args.clear();
-        args.extend(
-            scratch
-                .ranges
-                .iter()
-                .map(|range| input.get(shift(range)).unwrap_or_default()),
-        );
-        if plain_set::is_plain_set(&args) {
-            if let (Some(key), Some(value)) = (scratch.ranges.get(1), scratch.ranges.get(2)) {
+        if let [name, key, value] = scratch.ranges.as_slice() {
+            let name = input.get(shift(name)).unwrap_or_default();
+            if plain_set::is_plain_set(&[name, &[], &[]]) {
                 scratch.sets.push((shift(key), shift(value)));
                 if scratch.sets.len() >= plain_set::RUN_MAX {
                     flush_sets(input, output, context, &mut scratch.sets);
@@ -101,12 +97,25 @@ pub fn run_requests(
             }
         }
         flush_sets(input, output, context, &mut scratch.sets);
-        if let Next::Close = run_one(&args, output, context, session) {
+        // Up to `STACK_ARGS` arguments are gathered on the stack: no allocation per command.
+        let mut stack: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
+        let heap: Vec<&[u8]>;
+        let word = |range: &Range<usize>| input.get(shift(range)).unwrap_or_default();
+        let args: &[&[u8]] = if scratch.ranges.len() <= STACK_ARGS {
+            for (slot, range) in stack.iter_mut().zip(&scratch.ranges) {
+                *slot = word(range);
+            }
+            stack.get(..scratch.ranges.len()).unwrap_or_default()
+        } else {
+            heap = scratch.ranges.iter().map(word).collect();
+            &heap
+        };
+        if let Next::Close = run_one(args, output, context, session) {
             break Next::Close;
         }
     };
     flush_sets(input, output, context, &mut scratch.sets);
-    context.count_commands(commands);
+    context.count_commands(session.id, commands);
     (next, consumed)
 }
 
@@ -135,17 +144,18 @@ fn flush_sets(
     if sets.is_empty() {
         return;
     }
-    let pairs: Vec<(&[u8], &[u8])> = sets
-        .iter()
-        .map(|(key, value)| {
-            (
-                input.get(key.clone()).unwrap_or_default(),
-                input.get(value.clone()).unwrap_or_default(),
-            )
-        })
-        .collect();
-    for reply in plain_set::set_run(context, &pairs) {
-        reply.encode(output);
+    let pair = |(key, value): &(Range<usize>, Range<usize>)| {
+        (
+            input.get(key.clone()).unwrap_or_default(),
+            input.get(value.clone()).unwrap_or_default(),
+        )
+    };
+    if let [one] = sets.as_slice() {
+        // An unpipelined SET: no vector.
+        plain_set::set_run(context, &[pair(one)], output);
+    } else {
+        let pairs: Vec<(&[u8], &[u8])> = sets.iter().map(pair).collect();
+        plain_set::set_run(context, &pairs, output);
     }
     sets.clear();
 }
@@ -272,6 +282,59 @@ mod tests {
             String::from_utf8_lossy(&replies),
             "+OK\r\n$1\r\ns\r\n:1\r\n:1\r\n*2\r\n$1\r\ng\r\n$1\r\nw\r\n"
         );
+    }
+
+    #[test]
+    fn a_lone_set_replies_as_the_same_set_inside_a_run() {
+        let long_key = vec![b'x'; 70 * 1024];
+        let cases: [&[&[u8]]; 3] = [
+            &[b"SET", b"k", b"v"],
+            &[b"SET", &long_key, b"v"],
+            &[b"SET", b"h", b"s"],
+        ];
+        for case in cases {
+            let lone = model();
+            let run = model();
+            for context in [&lone, &run] {
+                run_buffer(context, &[&[b"HSET", b"h", b"f", b"v"]]);
+            }
+            // Alone: the GET after it ends the run; in a run: a SET of another key before it.
+            let (_, lone_replies) = run_buffer(&lone, &[case, &[b"HGETALL", b"h"]]);
+            let (_, run_replies) = run_buffer(
+                &run,
+                &[&[b"SET", b"other", b"1"], case, &[b"HGETALL", b"h"]],
+            );
+            assert_eq!(
+                [&b"+OK\r\n"[..], &lone_replies].concat(),
+                run_replies,
+                "{:?}",
+                String::from_utf8_lossy(&lone_replies)
+            );
+        }
+    }
+
+    #[test]
+    fn commands_are_counted_across_connections() {
+        let context = model();
+        for id in 0..20u64 {
+            let mut input = Vec::new();
+            for _ in 0..=id {
+                input.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+            }
+            let mut session = Session {
+                id,
+                ..Session::default()
+            };
+            let mut output = Vec::new();
+            run_requests(
+                &input,
+                &mut output,
+                &context,
+                &mut session,
+                &mut Scratch::default(),
+            );
+        }
+        assert_eq!(context.commands_processed(), (1..=20).sum::<u64>());
     }
 
     #[test]

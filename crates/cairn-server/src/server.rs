@@ -1,7 +1,9 @@
 //! The TCP server: configuration, opening the engine, the accept loop, one task per
 //! connection (read, parse, run, reply, with pipelining), limits, and shutdown.
 //!
-//! Thread-safety contract: a multi-threaded tokio runtime; each connection is one task that
+//! Thread-safety contract: a tokio runtime of `--threads` threads (one: the current-thread
+//! runtime, every connection on one thread; more: the multi-threaded runtime with that many
+//! workers, the default one per CPU); each connection is one task that
 //! owns its buffers and `Session`; everything shared lives in the `Context` (an `Arc`).
 //! Command handlers run inline on the connection's task: engine calls are short (a memtable
 //! insert, a cached read), except an fsync under `--sync always`, which holds that worker.
@@ -55,6 +57,9 @@ pub struct Config {
     pub memstore_bytes: usize,
     /// The `db` engine's Membuffer (`cairn::Options::membuffer_enabled`).
     pub membuffer: bool,
+    /// Runtime threads serving connections: 1 is one thread for everything (tokio's
+    /// current-thread runtime), more is a multi-threaded runtime with that many workers.
+    pub threads: usize,
 }
 
 /// Opens the configured engine.
@@ -81,10 +86,17 @@ pub fn open_store(config: &Config) -> Result<SharedStore, String> {
 
 /// Runs the server until shutdown; returns after the store is closed.
 pub fn run(config: Config) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| format!("cannot start the runtime: {error}"))?;
+    let runtime = if config.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.threads)
+            .enable_all()
+            .build()
+    }
+    .map_err(|error| format!("cannot start the runtime: {error}"))?;
     let store = open_store(&config)?;
     let served = runtime.block_on(async {
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
@@ -187,6 +199,10 @@ async fn serve_client(
     let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut scratch = Scratch::default();
+    // One wait for the stop signal for the connection's whole life, not one per read: each
+    // `changed()` registers with the channel, a cost an unpipelined request would pay.
+    let stopped = stop.changed();
+    tokio::pin!(stopped);
     loop {
         let (next, consumed) = run_requests(&input, &mut output, context, session, &mut scratch);
         input.drain(..consumed);
@@ -196,7 +212,8 @@ async fn serve_client(
             }
             output.clear();
         }
-        if matches!(next, Next::Close) || *stop.borrow() {
+        // `shutting_down` is set before the stop signal is sent.
+        if matches!(next, Next::Close) || context.shutting_down.load(Ordering::Acquire) {
             return;
         }
         if input.len() > context.config.query_buffer_limit.load(Ordering::Relaxed) {
@@ -209,7 +226,7 @@ async fn serve_client(
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
-            _ = stop.changed() => return,
+            _ = &mut stopped => return,
         }
     }
 }

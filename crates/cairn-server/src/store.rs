@@ -51,6 +51,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>>;
     /// Applies `ops` (atomically where the engine can; see the module doc).
     fn write(&self, ops: Vec<Op>) -> cairn::Result<()>;
+    /// Sets one key: `write` of one `Op::Put`, for a caller that holds the key and value as
+    /// borrowed bytes (a lone plain SET), so a store can skip building the operation.
+    fn put(&self, key: &[u8], value: &[u8]) -> cairn::Result<()> {
+        self.write(vec![Op::Put(key.to_vec(), value.to_vec())])
+    }
     /// Atomic read-modify-write of one key.
     fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()>;
     /// Up to `limit` pairs in `[lower, upper)`, ascending (or descending with `reverse`).
@@ -126,10 +131,14 @@ fn with_engine_expiry(value: &[u8], expiry: Option<SystemTime>) -> Cow<'_, [u8]>
 
 impl Store for DbStore {
     fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>> {
+        // Without an expiry the engine's value is the envelope: returned as is, not copied.
         Ok(self
             .db
             .get_with_expiry(key)?
-            .map(|(value, expiry)| with_engine_expiry(&value, expiry).into_owned()))
+            .map(|(value, expiry)| match expiry {
+                None => value,
+                Some(_) => with_engine_expiry(&value, expiry).into_owned(),
+            }))
     }
 
     fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
@@ -144,6 +153,17 @@ impl Store for DbStore {
             };
         }
         self.db.write(&self.options(), batch)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> cairn::Result<()> {
+        match engine_expiry(key, value) {
+            Some((plain, expiry)) => {
+                let mut batch = WriteBatch::new();
+                batch.put_with_expiry(key, &plain, expiry);
+                self.db.write(&self.options(), batch)
+            }
+            None => self.db.put_with(&self.options(), key, value),
+        }
     }
 
     fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()> {
@@ -484,6 +504,18 @@ mod tests {
             .scan(Bound::Included(b"z"), Bound::Excluded(b"a"), 10, false)
             .unwrap();
         assert!(empty.is_empty());
+        // `put`, with and without an expiry in the envelope, reads back as written.
+        let key = layout::meta_key(b"s");
+        let plain = layout::string_envelope(b"v");
+        let in_an_hour = crate::expiry::now_ms() + 3_600_000;
+        for envelope in [
+            plain.clone(),
+            layout::join_expiry(&plain, in_an_hour),
+            plain,
+        ] {
+            store.put(&key, &envelope).unwrap();
+            assert_eq!(store.get(&key).unwrap(), Some(envelope));
+        }
     }
 
     #[test]

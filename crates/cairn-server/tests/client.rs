@@ -142,8 +142,19 @@ fn acknowledged_writes_survive_kill_9() {
 }
 
 #[test]
+fn one_runtime_thread_serves_every_command() {
+    let server = Server::start_in(temp_dir("client-one-thread"), &["--threads", "1"]);
+    exercise(&mut server.client());
+    concurrent_clients(&server);
+}
+
+#[test]
 fn concurrent_increments_and_msetnx_are_atomic() {
-    let server = Server::start("concurrent");
+    concurrent_clients(&Server::start("concurrent"));
+}
+
+/// Four clients at once: INCR, HINCRBY and MSETNX stay atomic.
+fn concurrent_clients(server: &Server) {
     let url = server.url();
     let threads: Vec<_> = (0..4)
         .map(|thread| {

@@ -72,7 +72,7 @@ fn info(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
             "Stats",
             vec![(
                 "total_commands_processed".into(),
-                context.commands.load(Ordering::Relaxed).to_string(),
+                context.commands_processed().to_string(),
             )],
         ),
         ("Engine", {

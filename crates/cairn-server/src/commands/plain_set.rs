@@ -22,6 +22,7 @@
 use super::{check_key, check_value, delete_ops, load_locked, Failure};
 use crate::context::Context;
 use crate::layout::{self, Kind};
+use crate::resp::writer::OK;
 use crate::resp::Reply;
 use crate::store::Op;
 
@@ -33,9 +34,18 @@ pub fn is_plain_set(args: &[&[u8]]) -> bool {
     matches!(args, [name, _, _] if name.eq_ignore_ascii_case(b"set"))
 }
 
-/// Runs the plain SETs `pairs` (key, value) in order as one batch; one reply per pair.
-pub fn set_run(context: &Context, pairs: &[(&[u8], &[u8])]) -> Vec<Reply> {
-    let mut replies: Vec<Option<Reply>> = pairs
+/// Runs the plain SETs `pairs` (key, value) in order as one batch and appends one reply per
+/// pair to `output` (a run of one goes through [`set_one`]).
+pub fn set_run(context: &Context, pairs: &[(&[u8], &[u8])], output: &mut Vec<u8>) {
+    if let [(key, value)] = pairs {
+        match set_one(context, key, value) {
+            Ok(()) => output.extend_from_slice(OK),
+            Err(Failure(reply)) => reply.encode(output),
+        }
+        return;
+    }
+    // `None`: batched (its reply is the batch's outcome); `Some`: its own error.
+    let mut refused: Vec<Option<Reply>> = pairs
         .iter()
         .map(|(key, value)| {
             check_key(key)
@@ -46,51 +56,65 @@ pub fn set_run(context: &Context, pairs: &[(&[u8], &[u8])]) -> Vec<Reply> {
         .collect();
     let keys: Vec<&[u8]> = pairs
         .iter()
-        .zip(&replies)
+        .zip(&refused)
         .filter(|(_, reply)| reply.is_none())
         .map(|((key, _), _)| *key)
         .collect();
-    if keys.is_empty() {
-        return replies.into_iter().flatten().collect();
-    }
-    let _locks = context.lock_keys(&keys);
-    let mut ops = Vec::with_capacity(pairs.len());
-    let mut batched = Vec::with_capacity(pairs.len());
-    for (index, (key, value)) in pairs.iter().enumerate() {
-        let Some(slot) = replies.get_mut(index) else {
-            continue;
-        };
-        if slot.is_some() {
-            continue;
-        }
-        match hash_deletes(context, key) {
-            Ok(deletes) => ops.extend(deletes),
-            Err(Failure(reply)) => {
-                *slot = Some(reply);
+    let outcome = if keys.is_empty() {
+        Ok(())
+    } else {
+        let _locks = context.lock_keys(&keys);
+        let mut ops = Vec::with_capacity(pairs.len());
+        for ((key, value), slot) in pairs.iter().zip(refused.iter_mut()) {
+            if slot.is_some() {
                 continue;
             }
+            match hash_deletes(context, key) {
+                Ok(deletes) => ops.extend(deletes),
+                Err(Failure(reply)) => {
+                    *slot = Some(reply);
+                    continue;
+                }
+            }
+            ops.push(Op::Put(
+                layout::meta_key(key),
+                layout::string_envelope(value),
+            ));
         }
-        ops.push(Op::Put(
-            layout::meta_key(key),
-            layout::string_envelope(value),
-        ));
-        batched.push(index);
-    }
-    let outcome = if ops.is_empty() {
-        Ok(Reply::ok())
-    } else {
-        context
-            .store
-            .write(ops)
-            .map(|()| Reply::ok())
-            .map_err(|error| Failure::from(error).0)
+        if ops.is_empty() {
+            Ok(())
+        } else {
+            context
+                .store
+                .write(ops)
+                .map_err(|error| Failure::from(error).0)
+        }
     };
-    for index in batched {
-        if let Some(slot) = replies.get_mut(index) {
-            *slot = Some(outcome.clone().unwrap_or_else(|error| error));
+    for slot in refused {
+        match (&slot, &outcome) {
+            (Some(reply), _) | (None, Err(reply)) => reply.encode(output),
+            (None, Ok(())) => output.extend_from_slice(OK),
         }
     }
-    replies.into_iter().flatten().collect()
+}
+
+/// One plain SET (`set_run` of one pair), without the run's vectors: with its hash mark
+/// clear (almost always) it is one engine put of borrowed bytes.
+pub fn set_one(context: &Context, key: &[u8], value: &[u8]) -> Result<(), Failure> {
+    check_key(key)?;
+    check_value(value.len())?;
+    let _locks = context.lock_keys(&[key]);
+    let deletes = hash_deletes(context, key)?;
+    let engine_key = layout::meta_key(key);
+    let envelope = layout::string_envelope(value);
+    if deletes.is_empty() {
+        context.store.put(&engine_key, &envelope)?;
+    } else {
+        let mut ops = deletes;
+        ops.push(Op::Put(engine_key, envelope));
+        context.store.write(ops)?;
+    }
+    Ok(())
 }
 
 /// The deletes of `key`'s hash fields if it holds a hash (none when its mark is clear); the

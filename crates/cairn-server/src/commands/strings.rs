@@ -114,8 +114,8 @@ fn set(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let (key, value) = (arg(args, 1), arg(args, 2));
     if args.len() == 3 {
         // No option: the old record matters only if it is a hash (`plain_set`).
-        let reply = super::plain_set::set_run(context, &[(key, value)]).pop();
-        return Ok(reply.unwrap_or_else(Reply::ok));
+        super::plain_set::set_one(context, key, value)?;
+        return Ok(Reply::ok());
     }
     let options = parse_set_options(args)?;
     check_key(key)?;

@@ -89,11 +89,32 @@ fn line(out: &mut Vec<u8>, kind: u8, text: &str) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// `kind`, `value` in decimal, CRLF: formatted on the stack (a bulk header per GET reply
+/// would otherwise allocate a `String`).
 fn header(out: &mut Vec<u8>, kind: u8, value: i64) {
     out.push(kind);
-    out.extend_from_slice(value.to_string().as_bytes());
+    if value < 0 {
+        out.push(b'-');
+    }
+    let mut digits = [0u8; 20];
+    let mut rest = value.unsigned_abs();
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        if let Some(digit) = digits.get_mut(start) {
+            *digit = b'0' + (rest % 10) as u8;
+        }
+        rest /= 10;
+        if rest == 0 || start == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(digits.get(start..).unwrap_or_default());
     out.extend_from_slice(b"\r\n");
 }
+
+/// The encoding of [`Reply::ok`], for paths that append it without building the reply.
+pub const OK: &[u8] = b"+OK\r\n";
 
 #[cfg(test)]
 mod tests {
@@ -115,5 +136,29 @@ mod tests {
         assert_eq!(encoded(Reply::NilArray), b"*-1\r\n");
         let array = Reply::Array(vec![Reply::Integer(1), Reply::Nil]);
         assert_eq!(encoded(array), b"*2\r\n:1\r\n$-1\r\n");
+        assert_eq!(encoded(Reply::ok()), OK);
+    }
+
+    #[test]
+    fn integers_encode_as_their_decimal_text() {
+        for value in [
+            0,
+            7,
+            -7,
+            10,
+            99,
+            100,
+            -100,
+            123_456_789,
+            i64::MAX,
+            i64::MIN,
+            -1,
+        ] {
+            assert_eq!(
+                encoded(Reply::Integer(value)),
+                format!(":{value}\r\n").into_bytes(),
+                "{value}"
+            );
+        }
     }
 }
