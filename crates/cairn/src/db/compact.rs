@@ -116,10 +116,7 @@ impl DbInner {
                 .iter()
                 .map(|file| (plan.level, file.number))
                 .collect();
-            let result = self.run_compaction(version, &plan);
-            lock(&self.running).release(&plan);
-            self.background_changed.notify_all();
-            if let Err(error) = result {
+            if let Err(error) = self.run_registered(version, &plan) {
                 self.set_sticky_error(&error);
                 return false;
             }
@@ -133,9 +130,18 @@ impl DbInner {
         }
     }
 
+    /// Runs `plan` (chosen on `version` and registered by `choose_and_register`), then
+    /// releases its registration.
+    pub(super) fn run_registered(&self, version: Arc<Version>, plan: &Plan) -> Result<()> {
+        let result = self.run_compaction(version, plan);
+        lock(&self.running).release(plan);
+        self.background_changed.notify_all();
+        result
+    }
+
     /// Under `compaction_lock`: asks the policy for work disjoint from what is running and
     /// registers it. None if there is nothing to do (or the database is shutting down).
-    fn choose_and_register(&self) -> Option<(Arc<Version>, Plan)> {
+    pub(super) fn choose_and_register(&self) -> Option<(Arc<Version>, Plan)> {
         let _choosing = lock(&self.compaction_lock);
         if lock(&self.background).shutting_down {
             return None;
@@ -148,6 +154,7 @@ impl DbInner {
                 .clone_from(&versions.compact_pointers);
             (versions.current(), state)
         };
+        self.race_point("choose: state taken");
         let mut running = lock(&self.running);
         running.describe(&mut state);
         let Choice::Compact(plan) = self.policy.choose(&version, &state) else {
