@@ -6,7 +6,9 @@
 //! Thread-safety contract: `Options::compaction_threads` threads run `compaction_loop`. A
 //! thread chooses and registers its plan in `running` while holding `compaction_lock`, then
 //! runs it without the lock, so compactions of disjoint levels and files run at once (the
-//! policy is told what is busy). `compact_range` holds `compaction_lock` throughout and first
+//! policy is told what is busy). The chooser reads the current version and `running` in one
+//! critical section of `versions` (invariant 5); a job leaves `running` only after its edit
+//! is installed. `compact_range` holds `compaction_lock` throughout and first
 //! waits for `running` to empty, so it runs alone. A job holds `versions` only to read the
 //! current version and across the MANIFEST write of its edit. Obsolete-file deletion may run on the
 //! flush thread, the compaction thread and a client thread at once: each decides from a
@@ -20,6 +22,10 @@
 //! 3. Running compactions are disjoint: no two hold the same level or file (`running`).
 //! 4. A plan's new run gets an id drawn from the file-number counter when its edit is made,
 //!    larger than every existing run id (version invariant 6).
+//! 5. A plan is chosen on a version that shows every compaction no longer in `running`: the
+//!    version and the running set are read together under `versions`. So a chosen plan
+//!    holds on the current version too (checked in debug builds when it is registered),
+//!    not only on the one it was chosen from.
 
 use super::inner::{lock, DbInner, WAIT_SLICE};
 use crate::compaction::{self, Choice, CompactionState, OutputRun, Plan, VersionFilter};
@@ -146,23 +152,35 @@ impl DbInner {
         if lock(&self.background).shutting_down {
             return None;
         }
-        let (version, mut state) = {
-            let versions = lock(&self.versions);
-            let mut state = CompactionState::new(self.shape.clone());
-            state
-                .compact_pointers
-                .clone_from(&versions.compact_pointers);
-            (versions.current(), state)
-        };
+        let (version, state) = self.compaction_state();
         self.race_point("choose: state taken");
-        let mut running = lock(&self.running);
-        running.describe(&mut state);
         let Choice::Compact(plan) = self.policy.choose(&version, &state) else {
             return None;
         };
         debug_assert!(plan.output_level < version.level_count());
-        running.register(&plan);
+        debug_assert_eq!(
+            plan.check(&lock(&self.versions).current()),
+            Ok(()),
+            "invariant 5: a plan that does not hold on the current version"
+        );
+        lock(&self.running).register(&plan);
         Some((version, plan))
+    }
+
+    /// The current version and what the policy must know besides it, taken together
+    /// (invariant 5): a job installs its edit under `versions` before it leaves `running`,
+    /// so reading both under `versions` sees every job either still running (its levels and
+    /// files busy) or installed (in the version). Read apart, a job finishing in between
+    /// would look done in `running` but not yet done in the version, and its inputs —
+    /// already merged away — would be chosen again.
+    fn compaction_state(&self) -> (Arc<Version>, CompactionState) {
+        let versions = lock(&self.versions);
+        let mut state = CompactionState::new(self.shape.clone());
+        state
+            .compact_pointers
+            .clone_from(&versions.compact_pointers);
+        lock(&self.running).describe(&mut state);
+        (versions.current(), state)
     }
 
     /// Compacts every level's files overlapping `[lower, upper]` down into the next level.
