@@ -15,7 +15,7 @@
 //! 2. `pending` stays sorted by user key, so the keys of one file of a run are consecutive.
 
 use super::inner::DbInner;
-use super::read::{owned_version, OwnedVersion};
+use super::read::{memory_version, moved_version, OwnedVersion};
 use crate::error::Result;
 use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
 use crate::version::{FileMeta, Version};
@@ -46,7 +46,7 @@ impl DbInner {
         for (position, (key, answer)) in keys.iter().zip(answers.iter_mut()).enumerate() {
             match super_version.memory.get(key, sequence) {
                 Some((version, kind, value)) => {
-                    *answer = Some(owned_version(version, kind, &value));
+                    *answer = Some(memory_version(version, kind, value));
                 }
                 None => pending.push(Pending {
                     position,
@@ -119,7 +119,7 @@ impl DbInner {
         for ((key, result), hit) in batch.iter().zip(found).zip(hit.iter_mut()) {
             if let Some((sequence, kind, value)) = result {
                 if let Some(answer) = answers.get_mut(key.position) {
-                    *answer = Some(owned_version(sequence, kind, &value));
+                    *answer = Some(moved_version(sequence, kind, value));
                 }
                 *hit = true;
             }
