@@ -408,10 +408,6 @@ fn crash_at_every_write_point() {
 /// The policy slice: the sweep under tiering and under lazy leveling, every third point (the
 /// full sweep per style: `CAIRN_COMPACTION_STYLE`, see `common::env_style`).
 #[test]
-#[ignore = "known bug, open: under the tiered policies a background compaction can apply an edit \
-            that deletes a level-0 file no longer there (`bad version edit: edit deletes file N, \
-            not in level 0`); this sweep fails about half its runs on 0d11142 too. Run it with \
-            `cargo test -p cairn --features invariants --test crash -- --ignored`."]
 fn crash_at_every_third_write_point_tiered() {
     for (style, name) in [
         (cairn::CompactionStyle::Tiering, "crash-tiering"),

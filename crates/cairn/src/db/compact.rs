@@ -6,7 +6,9 @@
 //! Thread-safety contract: `Options::compaction_threads` threads run `compaction_loop`. A
 //! thread chooses and registers its plan in `running` while holding `compaction_lock`, then
 //! runs it without the lock, so compactions of disjoint levels and files run at once (the
-//! policy is told what is busy). `compact_range` holds `compaction_lock` throughout and first
+//! policy is told what is busy). The chooser reads the current version and `running` in one
+//! critical section of `versions` (invariant 5); a job leaves `running` only after its edit
+//! is installed. `compact_range` holds `compaction_lock` throughout and first
 //! waits for `running` to empty, so it runs alone. A job holds `versions` only to read the
 //! current version and across the MANIFEST write of its edit. Obsolete-file deletion may run on the
 //! flush thread, the compaction thread and a client thread at once: each decides from a
@@ -20,6 +22,10 @@
 //! 3. Running compactions are disjoint: no two hold the same level or file (`running`).
 //! 4. A plan's new run gets an id drawn from the file-number counter when its edit is made,
 //!    larger than every existing run id (version invariant 6).
+//! 5. A plan is chosen on a version that shows every compaction no longer in `running`: the
+//!    version and the running set are read together under `versions`. So a chosen plan
+//!    holds on the current version too (checked in debug builds when it is registered),
+//!    not only on the one it was chosen from.
 
 use super::inner::{lock, DbInner, WAIT_SLICE};
 use crate::compaction::{self, Choice, CompactionState, OutputRun, Plan, VersionFilter};
@@ -116,10 +122,7 @@ impl DbInner {
                 .iter()
                 .map(|file| (plan.level, file.number))
                 .collect();
-            let result = self.run_compaction(version, &plan);
-            lock(&self.running).release(&plan);
-            self.background_changed.notify_all();
-            if let Err(error) = result {
+            if let Err(error) = self.run_registered(version, &plan) {
                 self.set_sticky_error(&error);
                 return false;
             }
@@ -133,29 +136,51 @@ impl DbInner {
         }
     }
 
+    /// Runs `plan` (chosen on `version` and registered by `choose_and_register`), then
+    /// releases its registration.
+    pub(super) fn run_registered(&self, version: Arc<Version>, plan: &Plan) -> Result<()> {
+        let result = self.run_compaction(version, plan);
+        lock(&self.running).release(plan);
+        self.background_changed.notify_all();
+        result
+    }
+
     /// Under `compaction_lock`: asks the policy for work disjoint from what is running and
     /// registers it. None if there is nothing to do (or the database is shutting down).
-    fn choose_and_register(&self) -> Option<(Arc<Version>, Plan)> {
+    pub(super) fn choose_and_register(&self) -> Option<(Arc<Version>, Plan)> {
         let _choosing = lock(&self.compaction_lock);
         if lock(&self.background).shutting_down {
             return None;
         }
-        let (version, mut state) = {
-            let versions = lock(&self.versions);
-            let mut state = CompactionState::new(self.shape.clone());
-            state
-                .compact_pointers
-                .clone_from(&versions.compact_pointers);
-            (versions.current(), state)
-        };
-        let mut running = lock(&self.running);
-        running.describe(&mut state);
+        let (version, state) = self.compaction_state();
+        self.race_point("choose: state taken");
         let Choice::Compact(plan) = self.policy.choose(&version, &state) else {
             return None;
         };
         debug_assert!(plan.output_level < version.level_count());
-        running.register(&plan);
+        debug_assert_eq!(
+            plan.check(&lock(&self.versions).current()),
+            Ok(()),
+            "invariant 5: a plan that does not hold on the current version"
+        );
+        lock(&self.running).register(&plan);
         Some((version, plan))
+    }
+
+    /// The current version and what the policy must know besides it, taken together
+    /// (invariant 5): a job installs its edit under `versions` before it leaves `running`,
+    /// so reading both under `versions` sees every job either still running (its levels and
+    /// files busy) or installed (in the version). Read apart, a job finishing in between
+    /// would look done in `running` but not yet done in the version, and its inputs —
+    /// already merged away — would be chosen again.
+    fn compaction_state(&self) -> (Arc<Version>, CompactionState) {
+        let versions = lock(&self.versions);
+        let mut state = CompactionState::new(self.shape.clone());
+        state
+            .compact_pointers
+            .clone_from(&versions.compact_pointers);
+        lock(&self.running).describe(&mut state);
+        (versions.current(), state)
     }
 
     /// Compacts every level's files overlapping `[lower, upper]` down into the next level.

@@ -5,8 +5,8 @@
 //! Thread-safety contract: `DbInner` is shared by `Arc` between client threads and the two
 //! background threads. Atomics and `ArcSwap` are read without locks; each `Mutex` guards only
 //! its own field. Lock order: `compaction_lock` → `versions` → `super_version_update`;
-//! `background`, `pending_outputs` and `sticky_error` are leaves (nothing is taken while one
-//! of them is held).
+//! `background`, `running`, `pending_outputs` and `sticky_error` are leaves (nothing is taken
+//! while one of them is held; `running` is read under `versions` when a compaction is chosen).
 //!
 //! Invariants:
 //! 1. `visible()` never exceeds the inserted watermark, nor (with the WAL on) the highest

@@ -24,8 +24,9 @@
 //!   `super_version_update` is held only for pointer swaps.
 //!
 //! Lock order: `compaction_lock` → `versions` → `super_version_update`; `background`
-//! (condition-variable state only, used when a writer must stall), `pending_outputs` and
-//! `sticky_error` are leaves: taken under any of the others, never holding another.
+//! (condition-variable state only, used when a writer must stall), `running` (the compactions
+//! under way), `pending_outputs` and `sticky_error` are leaves: taken under any of the others,
+//! never holding another.
 //!
 //! Invariants:
 //! 1. Every write with sequence <= `visible()` is fully in some write buffer of the current

@@ -309,3 +309,73 @@ fn readers_waiting_for_a_held_writer_park() {
         ],
     );
 }
+
+/// Bug (`bad version edit: edit deletes file N, not in level 0`, seen under the tiered styles,
+/// whose tests run two compaction threads; found failing on 55cb387): `choose_and_register`
+/// read the current version and the running set in two critical sections. A compaction that
+/// installed its edit and left `running` in between made the chooser see the version from
+/// before that edit with the finished job no longer busy, so it chose the job's inputs again —
+/// level-0 files already merged away — and the second edit failed. Deterministic: the hook
+/// finishes the first job exactly there. Every style, since the chooser is shared.
+#[test]
+fn a_compaction_finishing_while_another_is_chosen_is_not_chosen_again() {
+    for style in [
+        crate::CompactionStyle::Leveling,
+        crate::CompactionStyle::Tiering,
+        crate::CompactionStyle::LazyLeveling,
+    ] {
+        a_finished_compaction_is_not_chosen_again(style);
+    }
+}
+
+fn a_finished_compaction_is_not_chosen_again(style: crate::CompactionStyle) {
+    use crate::version::Version;
+    let fs = MemFs::new();
+    let options = |trigger: usize| Options {
+        file_system: Arc::new(fs.clone()),
+        compaction_style: style,
+        level0_compaction_trigger: trigger,
+        level0_slowdown_trigger: 100,
+        level0_stop_trigger: 100,
+        ..Options::default()
+    };
+    // Two level-0 tables, too few for the background compactor of this handle.
+    let db = Db::open("/db", options(100)).unwrap();
+    for key in [b"a", b"b"] {
+        db.put(key, b"1").unwrap();
+        db.flush().unwrap();
+    }
+    db.close().unwrap();
+    // No background threads: this thread plays both compactors.
+    let inner = crate::db::open::open_inner(Path::new("/db"), options(2)).unwrap();
+    let (version, plan) = inner.choose_and_register().expect("level 0 is full");
+    assert_eq!((plan.level, plan.inputs.len()), (0, 2), "{style:?}");
+    let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (inner, fired) = (Arc::clone(&inner), Arc::clone(&fired));
+        let mut first: Option<(Arc<Version>, crate::compaction::Plan)> = Some((version, plan));
+        RACE_HOOK.with(|cell| {
+            *cell.borrow_mut() = Some(Box::new(move |point| {
+                if point == "choose: state taken" {
+                    if let Some((version, plan)) = first.take() {
+                        fired.store(true, std::sync::atomic::Ordering::Relaxed);
+                        inner.run_registered(version, &plan).unwrap();
+                    }
+                }
+            }));
+        });
+    }
+    let second = inner.choose_and_register();
+    RACE_HOOK.with(|cell| cell.borrow_mut().take());
+    assert!(
+        fired.load(std::sync::atomic::Ordering::Relaxed),
+        "race point not reached"
+    );
+    if let Some((version, plan)) = second {
+        let second_run = inner.run_registered(version, &plan);
+        assert!(second_run.is_ok(), "{style:?}: {second_run:?}");
+    }
+    let current = inner.super_version.load().version.clone();
+    assert_eq!(current.files(0).len(), 0, "{style:?}");
+    assert_eq!(current.level(1).run_count(), 1, "{style:?}");
+}
