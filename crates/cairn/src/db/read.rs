@@ -12,6 +12,12 @@
 //!    deeper levels.
 //! 2. A read of the latest state uses a sequence >= its super version's `oldest_readable`
 //!    (`read_point`), so nothing it needs was dropped by a flush or compaction.
+//! 3. With the Membuffer on, a read of the latest state is validated after its lookup
+//!    against the drop marks of its keys' buckets (`membuffer::gate`); one that an in-place
+//!    update may have robbed of its version is redone in a hold of the gate, at a later read
+//!    point (the read started before that update was acknowledged, so the later point is
+//!    linearizable). A latest-state iterator holds the gate from before its read point until
+//!    the Membuffer is drained.
 
 use super::inner::DbInner;
 use super::super_version::SuperVersion;
@@ -22,6 +28,7 @@ use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
 use crate::memory::WriteHint;
 use crate::options::ReadOptions;
 use crate::snapshot::Snapshot;
+use crate::stats::Counters;
 use crate::table_cache::LevelIterator;
 use std::sync::Arc;
 
@@ -89,17 +96,71 @@ impl DbInner {
         sequence: Option<SequenceNumber>,
     ) -> Result<Option<OwnedVersion>> {
         check_key(key)?;
-        // An explicit sequence is a registered snapshot (or, for read-modify-write, above
-        // everything flushed), whose versions flush and compaction keep.
-        let (sequence, super_version) = match sequence {
-            Some(sequence) => (sequence, self.super_version.load()),
-            None => self.read_point(),
+        let Some(sequence) = sequence else {
+            return self.latest_version(key);
         };
+        // An explicit sequence is a registered snapshot (or, for read-modify-write, above
+        // everything flushed), whose versions flush and compaction keep, and which no
+        // Membuffer update drops (`membuffer::gate` invariant 2).
+        self.version_at(&self.super_version.load(), key, sequence)
+    }
+
+    /// The newest version of `key` in the latest state (invariant 3: validated against the
+    /// Membuffer's drop marks, redone in a hold if an update may have dropped it).
+    fn latest_version(&self, key: &[u8]) -> Result<Option<OwnedVersion>> {
+        let (sequence, super_version) = self.read_point();
+        // Tests hold a reader here, between its read point and its lookup (`inner::tests`).
+        self.race_point("get: read point");
+        let found = self.version_at(&super_version, key, sequence)?;
+        let Some(gate) = &self.overwrite_gate else {
+            return Ok(found);
+        };
+        if gate
+            .stale(crate::hashindex::hash_key(key), sequence)
+            .is_none()
+        {
+            return Ok(found);
+        }
+        drop(super_version);
+        Counters::add(&self.counters.membuffer.read_retries, 1);
+        let _hold = self.hold_overwrites();
+        let (sequence, super_version) = self.read_point();
+        self.version_at(&super_version, key, sequence)
+    }
+
+    /// The newest version of `key` at or below `sequence` in `super_version`.
+    fn version_at(
+        &self,
+        super_version: &SuperVersion,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<Option<OwnedVersion>> {
         if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
             debug_assert!(version <= sequence, "invariant 1");
             return Ok(Some(owned_version(version, kind, &value)));
         }
-        self.tables_version(&super_version, key, sequence)
+        self.tables_version(super_version, key, sequence)
+    }
+
+    /// With the Membuffer on, starts a hold on its overwrite gate and waits until every
+    /// sequence reserved so far is visible: a read point taken next sees every version the
+    /// Membuffer's in-place updates dropped before the hold began, and none is dropped until
+    /// the hold ends (`membuffer::gate`, step 2). None (no wait) with the Membuffer off.
+    pub(super) fn hold_overwrites(&self) -> Option<crate::membuffer::GateHold<'_>> {
+        let gate = self.overwrite_gate.as_ref()?;
+        let hold = gate.hold();
+        let reserved = self
+            .super_version
+            .load()
+            .memory
+            .active()
+            .log()
+            .next_sequence()
+            .saturating_sub(1);
+        // After a sticky error the wait gives up: the failed writes never become visible,
+        // and no write is accepted after them.
+        let _ = self.wait_visible(reserved);
+        Some(hold)
     }
 
     /// The newest version of `key` (any sequence) in `super_version`, with an insert hint
@@ -175,14 +236,20 @@ impl DbInner {
         if let Some(key) = upper {
             check_key(key)?;
         }
-        let (sequence, super_version) = match snapshot {
-            Some(snapshot) => (snapshot.sequence(), self.super_version.load_full()),
+        // A latest-state iterator holds the overwrite gate until the Membuffer is drained into
+        // the memtable it iterates (`membuffer::gate`, step 2).
+        let (sequence, super_version, hold) = match snapshot {
+            Some(snapshot) => (snapshot.sequence(), self.super_version.load_full(), None),
             None => {
+                let hold = self.hold_overwrites();
                 let (sequence, super_version) = self.read_point();
-                (sequence, arc_swap::Guard::into_inner(super_version))
+                (sequence, arc_swap::Guard::into_inner(super_version), hold)
             }
         };
+        // Tests hold an iterator here, between its read point and the drain.
+        self.race_point("iterator: read point");
         let mut children: Vec<Box<dyn InternalIterator>> = super_version.memory.iterators();
+        drop(hold);
         // Every run (each level-0 file is one) becomes a lazy level iterator: nothing is
         // opened until the merge seeks, and a run costs one reference count, not one per file.
         let version = &super_version.version;

@@ -18,8 +18,10 @@
 //! the version out while pinned, so nothing borrows a table after its pin.
 //!
 //! Write (`insert`, pinned): pick the partition; load its current table; `enter` (fails only if
-//! a drainer sealed it, then reload); insert — a key already in the table has its version moved
-//! to the memtable and is overwritten in place (`table` invariant 1); `exit`; the insert that takes a table past half
+//! a drainer sealed it, then reload); insert — a key already in the table is overwritten in
+//! place (`table` invariant 1), its old version first moved to the memtable or, when the
+//! `gate` allows (no snapshot or scan can want it; latest-state reads validate against the
+//! gate's drop marks), dropped; `exit`; the insert that takes a table past half
 //! full unparks the drainer threads (`drainer`), which drain every half-full partition
 //! whose drain lock is free. A full table: the writer drains the partition itself if nobody
 //! else is (`try_lock` of the partition's drain lock; time counted in stats) and retries
@@ -53,7 +55,8 @@
 //! 1. Every version inserted is, at any moment, in one of: a partition's current table, its
 //!    draining table, or the memtable — and moves only in that order (an in-place update puts
 //!    the old version in the memtable before the record changes: for that instant it is in
-//!    both, which readers tolerate as they take the newer of equal versions).
+//!    both, which readers tolerate as they take the newer of equal versions) — or it was
+//!    dropped by an in-place update the `gate` allowed (`gate` invariants 1 and 2).
 //! 2. A partition's `draining` is non-null only while its drain lock is held.
 //! 3. A table is freed only after no partition points to it and every thread pinned at its
 //!    retirement has unpinned; every access to a table is pinned or by the holder of its
@@ -62,8 +65,11 @@
 
 mod boundaries;
 mod drainer;
+mod gate;
 mod record;
 mod table;
+
+pub(crate) use gate::{GateHold, OverwriteGate};
 
 use crate::epoch::EpochTable;
 use crate::key::{SequenceNumber, ValueKind};
@@ -95,6 +101,9 @@ pub(crate) struct MembufferConfig {
     pub drainers: usize,
     /// Where the counters go.
     pub counters: Arc<MembufferCounters>,
+    /// Decides whether an in-place update may drop the version it replaces (`gate`); None:
+    /// every replaced version moves to the memtable.
+    pub gate: Option<Arc<OverwriteGate>>,
 }
 
 /// One key range's tables (see the module documentation).
@@ -339,9 +348,21 @@ impl Membuffer {
         let hash = crate::hashindex::hash_key(key);
         let mut drained = false;
         let mut round = 0;
+        let new_sequence = sequence;
         let mut move_old = |key: &[u8], sequence, kind, value: &[u8]| {
-            memtable.insert(key, sequence, kind, value);
-            self.config.counters.moved_versions.add(1);
+            // `gate` invariant 1: a dropped version's bucket mark is raised before the
+            // record is rewritten.
+            let drop = self
+                .config
+                .gate
+                .as_ref()
+                .is_some_and(|gate| gate.may_drop(hash, sequence, new_sequence));
+            if drop {
+                self.config.counters.dropped_versions.add(1);
+            } else {
+                memtable.insert(key, sequence, kind, value);
+                self.config.counters.moved_versions.add(1);
+            }
         };
         let _pin = self.epoch.pin();
         loop {

@@ -20,8 +20,9 @@
 //! 1. A slot goes from null to a record of one key, and is afterwards replaced only by a
 //!    record of the same key (under the old one's lock); a key has one slot. A record's
 //!    sequence only grows, and a version leaves a record (rewrite or replacement) only after
-//!    `move_old` put it in the memtable, so a reader that finds the record above its sequence
-//!    finds the version it wants in the memtable.
+//!    `move_old` disposed of it — put it in the memtable, or dropped it after the Membuffer's
+//!    `gate` recorded the drop — so a reader that finds the record above its sequence finds
+//!    the version it wants in the memtable, or learns from the gate that it must re-read.
 //! 2. After `seal_and_wait` returns, no writer is inside and none will enter: `records`
 //!    sees every version still in the table, and none changes.
 //! 3. `record_count` counts keys (records) whose insert completed (incremented before `exit`).
@@ -41,7 +42,8 @@ const SEALED: u64 = 1 << 63;
 /// The smallest record size assumed when sizing the slot array from a byte budget.
 const RECORD_BYTES_MIN: usize = 64;
 
-/// Where an update puts the version it replaces (the memtable): key, sequence, kind, value.
+/// What an update does with the version it replaces (moves it to the memtable, or drops it
+/// if the gate allows): key, sequence, kind, value.
 pub(super) type MoveOld<'a> = dyn FnMut(&[u8], SequenceNumber, ValueKind, &[u8]) + 'a;
 
 /// What an insert did.

@@ -16,6 +16,7 @@ fn config(budget_bytes: usize, multi_insert: bool, drainers: usize) -> Membuffer
         multi_insert,
         drainers,
         counters: Arc::new(MembufferCounters::default()),
+        gate: None,
     }
 }
 

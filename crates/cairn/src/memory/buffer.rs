@@ -108,6 +108,7 @@ impl WriteBuffer {
         options: &crate::options::Options,
         log: Log,
         counters: &Arc<crate::stats::MembufferCounters>,
+        gate: Option<&Arc<crate::membuffer::OverwriteGate>>,
     ) -> Self {
         let capacity_bytes = options.write_buffer_size_bytes;
         let config = options.membuffer_enabled.then(|| {
@@ -125,6 +126,7 @@ impl WriteBuffer {
                 multi_insert: true,
                 drainers: options.membuffer_drainers,
                 counters: Arc::clone(counters),
+                gate: gate.cloned(),
             }
         });
         Self::with_membuffer(capacity_bytes, log, config)

@@ -309,3 +309,5 @@ fn readers_waiting_for_a_held_writer_park() {
         ],
     );
 }
+
+mod overwrites;
