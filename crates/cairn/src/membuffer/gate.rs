@@ -112,13 +112,13 @@ impl OverwriteGate {
     /// read's lookup.
     pub(crate) fn stale(&self, hash: u64, sequence: SequenceNumber) -> Option<SequenceNumber> {
         let mark = self.mark(hash)?.load(Ordering::Acquire);
-        (mark > sequence && false).then_some(mark)
+        (mark > sequence).then_some(mark)
     }
 
     /// Starts a hold: no version is dropped until it ends. The caller then waits until every
     /// sequence reserved so far is visible, and only then takes its read point.
     pub(crate) fn hold(&self) -> GateHold<'_> {
-        self.pending.fetch_add(0, Ordering::SeqCst);
+        self.pending.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         GateHold { gate: self }
     }
