@@ -147,6 +147,12 @@ pub struct Options {
     #[cfg(feature = "bench-variants")]
     #[doc(hidden)]
     pub membuffer_simple_insert: bool,
+    /// Benchmark variant (feature `bench-variants`): an in-place Membuffer update always
+    /// moves the version it replaces to the memtable, never drops it (the behaviour before
+    /// the overwrite gate; reads then skip the gate's validation).
+    #[cfg(feature = "bench-variants")]
+    #[doc(hidden)]
+    pub membuffer_always_move: bool,
     /// Benchmark variant (feature `bench-variants`): drop sealed write buffers instead of
     /// flushing them (their writes are lost: measures the memory component alone).
     #[cfg(feature = "bench-variants")]
@@ -204,6 +210,8 @@ impl Default for Options {
                 .clamp(1, 4),
             #[cfg(feature = "bench-variants")]
             membuffer_simple_insert: false,
+            #[cfg(feature = "bench-variants")]
+            membuffer_always_move: false,
             #[cfg(feature = "bench-variants")]
             drop_sealed_memtables: false,
             #[cfg(feature = "testing")]

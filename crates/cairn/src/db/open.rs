@@ -104,9 +104,12 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     let written = Arc::new(AtomicU64::new(last_sequence));
     let counters = Counters::default();
     let snapshots = Arc::new(SnapshotList::default());
-    let overwrite_gate = options
-        .membuffer_enabled
-        .then(|| Arc::new(crate::membuffer::OverwriteGate::new(Arc::clone(&snapshots))));
+    #[cfg(feature = "bench-variants")]
+    let gated = options.membuffer_enabled && !options.membuffer_always_move;
+    #[cfg(not(feature = "bench-variants"))]
+    let gated = options.membuffer_enabled;
+    let overwrite_gate =
+        gated.then(|| Arc::new(crate::membuffer::OverwriteGate::new(Arc::clone(&snapshots))));
     let active = if options.read_only {
         read_only_buffer(&replay, &options, &written)?
     } else {
