@@ -62,6 +62,9 @@
 //!    retirement has unpinned; every access to a table is pinned or by the holder of its
 //!    partition's drain lock (the only thread that retires it). The Membuffer frees the rest
 //!    when it drops.
+//! 4. `live_bytes` is the sum over tables not yet freed of their slot array and their
+//!    accounted arena bytes (added when made and as writers account growth, subtracted when
+//!    freed); it trails the arenas by less than a sixteenth of a table each.
 
 mod boundaries;
 mod drainer;
@@ -130,8 +133,10 @@ pub(crate) struct Membuffer {
     epoch: EpochTable,
     /// Drained tables with the epoch stamp they were retired at, freed once it is safe.
     retired: Mutex<Vec<(u64, *mut Table)>>,
-    /// Bytes of retired tables not yet freed (counted against the write buffer).
-    retired_bytes: AtomicUsize,
+    /// Bytes of the tables not yet freed (current, draining and retired): their slot arrays
+    /// and the arena bytes their writers accounted (`Table::account_growth`) — what the
+    /// write buffer counts for the Membuffer (invariant 4).
+    live_bytes: AtomicUsize,
     /// The drainer threads, unparked when a table passes half full.
     drainers: Mutex<Vec<std::thread::Thread>>,
     /// Set when the buffer is sealed: drainers exit.
@@ -143,7 +148,7 @@ impl std::fmt::Debug for Membuffer {
         formatter
             .debug_struct("Membuffer")
             .field("partitions", &self.layout.get().map(|l| l.partitions.len()))
-            .field("retired_bytes", &self.retired_bytes.load(Ordering::Relaxed))
+            .field("live_bytes", &self.live_bytes.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -163,7 +168,7 @@ impl Membuffer {
             layout: OnceLock::new(),
             epoch: EpochTable::new(),
             retired: Mutex::new(Vec::new()),
-            retired_bytes: AtomicUsize::new(0),
+            live_bytes: AtomicUsize::new(0),
             drainers: Mutex::new(Vec::new()),
             stopped: std::sync::atomic::AtomicBool::new(false),
         }
@@ -230,12 +235,11 @@ impl Membuffer {
         worked
     }
 
-    /// Bytes the write buffer must count for the Membuffer: its whole budget (the current
-    /// tables may fill it at any time) plus the drained tables not yet freed.
+    /// Bytes the write buffer counts for the Membuffer: what its tables not yet freed hold
+    /// (invariant 4), not its budget — a near-empty Membuffer lets the memtable use the rest
+    /// of the write buffer.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.config
-            .budget_bytes
-            .saturating_add(self.retired_bytes.load(Ordering::Relaxed))
+        self.live_bytes.load(Ordering::Relaxed)
     }
 
     /// Versions not yet drained into the memtable (current and draining tables).
@@ -264,17 +268,15 @@ impl Membuffer {
 
     /// A fresh table for one partition, owned by the Membuffer until retired (invariant 3).
     fn new_table(&self, partitions: usize) -> *mut Table {
-        Box::into_raw(Box::new(Table::new(
-            self.config.budget_bytes / partitions.max(1),
-        )))
+        let table = Table::new(self.config.budget_bytes / partitions.max(1));
+        self.live_bytes
+            .fetch_add(table.slot_bytes(), Ordering::Relaxed);
+        Box::into_raw(Box::new(table))
     }
 
     /// Retires a drained table no partition points to any more: it is freed once no pinned
     /// thread can still reach it.
     fn retire(&self, table: *mut Table) {
-        // SAFETY: a live table (the caller unlinked it; nothing frees it before this).
-        let bytes = unsafe { (*table).memory_bytes() };
-        self.retired_bytes.fetch_add(bytes, Ordering::Relaxed);
         let stamp = self.epoch.advance();
         self.retired
             .lock()
@@ -301,8 +303,8 @@ impl Membuffer {
             // unpinned (epoch invariant 2): nobody holds a reference; it was boxed by
             // `new_table` and is freed once (it leaves the list here).
             let table = unsafe { Box::from_raw(table) };
-            self.retired_bytes
-                .fetch_sub(table.memory_bytes(), Ordering::Relaxed);
+            self.live_bytes
+                .fetch_sub(table.counted_bytes(), Ordering::Relaxed);
             false
         });
     }
@@ -379,6 +381,10 @@ impl Membuffer {
             match put {
                 Put::Done => {
                     self.config.counters.writes.add(1);
+                    let grown = table.account_growth();
+                    if grown > 0 {
+                        self.live_bytes.fetch_add(grown, Ordering::Relaxed);
+                    }
                     if self.config.drainers > 0 && table.take_drain_request() {
                         self.wake_drainers();
                     }

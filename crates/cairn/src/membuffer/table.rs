@@ -70,6 +70,8 @@ pub(super) struct Table {
     writers: AtomicU64,
     /// Set once the table passed half full and a drainer was told.
     drain_requested: std::sync::atomic::AtomicBool,
+    /// Arena bytes already counted in the Membuffer's live bytes (`account_growth`).
+    accounted: AtomicUsize,
 }
 
 impl std::fmt::Debug for Table {
@@ -96,7 +98,41 @@ impl Table {
             record_count: AtomicUsize::new(0),
             writers: AtomicU64::new(0),
             drain_requested: std::sync::atomic::AtomicBool::new(false),
+            accounted: AtomicUsize::new(0),
         }
+    }
+
+    /// Bytes of the slot array (allocated whole when the table is made).
+    pub(super) fn slot_bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<usize>()
+    }
+
+    /// Arena bytes grown since the last call that returned non-zero, once they reach a
+    /// sixteenth of the table's limit (so the Membuffer's shared count is written a few
+    /// times per table fill, not per write); exactly one caller gets each growth.
+    pub(super) fn account_growth(&self) -> usize {
+        let published = self.arena.published_bytes();
+        let accounted = self.accounted.load(Ordering::Relaxed);
+        let step = (self.byte_limit / 16).max(4096);
+        if published < accounted.saturating_add(step) {
+            return 0;
+        }
+        match self.accounted.compare_exchange(
+            accounted,
+            published,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => published - accounted,
+            Err(_) => 0,
+        }
+    }
+
+    /// Bytes counted in the Membuffer's live bytes for this table (its slots and the
+    /// accounted arena bytes), to subtract when it is freed. Precondition: no writer is
+    /// inside (sealed), so the count no longer changes.
+    pub(super) fn counted_bytes(&self) -> usize {
+        self.slot_bytes() + self.accounted.load(Ordering::Relaxed)
     }
 
     /// Whether the table is at least half full (of bytes or keys): a drainer should take it.
@@ -110,11 +146,6 @@ impl Table {
         !self.drain_requested.load(Ordering::Relaxed)
             && self.wants_drain()
             && !self.drain_requested.swap(true, Ordering::Relaxed)
-    }
-
-    /// Bytes the table holds: its arena and its slots.
-    pub(super) fn memory_bytes(&self) -> usize {
-        self.arena.allocated_bytes() + self.slots.len() * std::mem::size_of::<usize>()
     }
 
     /// Versions inserted (invariant 3).
