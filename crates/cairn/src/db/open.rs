@@ -104,12 +104,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     let written = Arc::new(AtomicU64::new(last_sequence));
     let counters = Counters::default();
     let snapshots = Arc::new(SnapshotList::default());
-    #[cfg(feature = "bench-variants")]
-    let gated = options.membuffer_enabled && !options.membuffer_always_move;
-    #[cfg(not(feature = "bench-variants"))]
-    let gated = options.membuffer_enabled;
-    let overwrite_gate =
-        gated.then(|| Arc::new(crate::membuffer::OverwriteGate::new(Arc::clone(&snapshots))));
+    let overwrite_gate = overwrite_gate(&options, &snapshots);
     let active = if options.read_only {
         read_only_buffer(&replay, &options, &written)?
     } else {
@@ -176,6 +171,19 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
         inner.delete_obsolete_files();
     }
     Ok(inner)
+}
+
+/// The Membuffer's overwrite gate, if the Membuffer is on (and, in the benchmark build, not
+/// told to always move replaced versions).
+fn overwrite_gate(
+    options: &Options,
+    snapshots: &Arc<SnapshotList>,
+) -> Option<Arc<crate::membuffer::OverwriteGate>> {
+    #[cfg(feature = "bench-variants")]
+    let gated = options.membuffer_enabled && !options.membuffer_always_move;
+    #[cfg(not(feature = "bench-variants"))]
+    let gated = options.membuffer_enabled;
+    gated.then(|| Arc::new(crate::membuffer::OverwriteGate::new(Arc::clone(snapshots))))
 }
 
 /// The lock a read-only handle holds: none (invariant 4).
