@@ -105,13 +105,26 @@ fn configured_limits() {
     server.assert_alive();
     raw.send(b"CONFIG SET maxclients 2\r\n");
     assert_eq!(raw.read_reply(), b"+OK\r\n");
-    let _second = server.raw();
+    // A connection is counted when the server's task for it runs, not at the TCP accept: a
+    // round trip makes sure `second` holds the last slot before `third` connects (without it,
+    // `third`'s task could run first under load and `second` would be the one refused). The
+    // closed `greedy` frees its slot just after its close, so `second` may be refused once.
+    let mut second = server.raw();
+    for _ in 0..50 {
+        // A refused connection may already be closed: a failed send is a refusal too.
+        let _ = std::io::Write::write_all(&mut second.stream, b"PING\r\n");
+        if second.read_reply() == b"+PONG\r\n" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        second = server.raw();
+    }
     let mut third = server.raw();
     assert_eq!(
         third.read_reply(),
         b"-ERR max number of clients reached\r\n"
     );
-    drop(_second);
+    drop(second);
     std::thread::sleep(std::time::Duration::from_millis(200));
     server.assert_alive();
 }

@@ -15,7 +15,9 @@
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, SEQUENCE_MAX};
+use crate::key::{
+    append_internal_key, internal_key, parse_internal_key, SequenceNumber, ValueKind, SEQUENCE_MAX,
+};
 use std::any::Any;
 use std::ops::Bound;
 
@@ -254,11 +256,14 @@ impl DbIterator {
         self.direction = Direction::Forward;
         self.saved_value.clear();
         let target = match self.lower.as_deref() {
-            Some(lower) if target < lower => lower.to_vec(),
-            _ => target.to_vec(),
+            Some(lower) if target < lower => lower,
+            _ => target,
         };
-        self.inner
-            .seek(&internal_key(&target, self.sequence, ValueKind::SEEK));
+        // The seek key is built in `saved_key`'s buffer (cleared before use below): a seek
+        // allocates nothing here once the buffer has grown.
+        self.saved_key.clear();
+        append_internal_key(&mut self.saved_key, target, self.sequence, ValueKind::SEEK);
+        self.inner.seek(&self.saved_key);
         self.saved_key.clear();
         self.find_next_user_entry(false);
     }
@@ -341,8 +346,10 @@ impl DbIterator {
                 return;
             }
         } else {
-            let current = crate::key::user_key(self.inner.key()).to_vec();
-            self.saved_key = current;
+            // Reuses `saved_key`'s buffer: a scan allocates nothing per entry here.
+            self.saved_key.clear();
+            self.saved_key
+                .extend_from_slice(crate::key::user_key(self.inner.key()));
             self.inner.next();
         }
         self.find_next_user_entry(true);
@@ -470,8 +477,9 @@ impl RangeIter {
         }
     }
 
-    /// The pair under the cursor for end `end`, unless it reaches the other end's key.
-    fn take(&mut self, end: End) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+    /// True (and the iterator finished) unless the cursor holds a pair for end `end` that
+    /// does not reach the other end's key.
+    fn stop(&mut self, end: End) -> bool {
         self.at = end;
         if self.cursor.valid() {
             let key = self.cursor.key();
@@ -480,22 +488,25 @@ impl RangeIter {
                 _ => self.front.as_deref().is_some_and(|front| key <= front),
             };
             if !crossed {
-                return Some(Ok((key.to_vec(), self.cursor.value().to_vec())));
+                return false;
             }
-            self.finished = true;
-            return None;
         }
         self.finished = true;
+        true
+    }
+
+    /// The pair under the cursor, borrowed, or the cursor's error at the end.
+    fn current(&self) -> Option<Result<(&[u8], &[u8])>> {
+        if self.cursor.valid() {
+            return Some(Ok((self.cursor.key(), self.cursor.value())));
+        }
         self.cursor.status().err().map(Err)
     }
-}
 
-impl Iterator for RangeIter {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+    /// Moves the front one pair on; false when finished.
+    fn advance_front(&mut self) -> bool {
         if self.finished {
-            return None;
+            return false;
         }
         self.leave(End::Front);
         if self.at == End::Front {
@@ -508,14 +519,13 @@ impl Iterator for RangeIter {
         } else {
             self.cursor.seek_to_first();
         }
-        self.take(End::Front)
+        !self.stop(End::Front) || !self.cursor.valid()
     }
-}
 
-impl DoubleEndedIterator for RangeIter {
-    fn next_back(&mut self) -> Option<Self::Item> {
+    /// Moves the back one pair on; false when finished.
+    fn advance_back(&mut self) -> bool {
         if self.finished {
-            return None;
+            return false;
         }
         self.leave(End::Back);
         if self.at == End::Back {
@@ -528,7 +538,72 @@ impl DoubleEndedIterator for RangeIter {
         } else {
             self.cursor.seek_to_last();
         }
-        self.take(End::Back)
+        !self.stop(End::Back) || !self.cursor.valid()
+    }
+
+    /// The next pair from the front, borrowed from the iterator instead of copied into two
+    /// `Vec`s: a scan that only looks at its pairs allocates nothing per pair. The borrow
+    /// ends at the next call (a lending iterator, so it is a method, not `Iterator::next`).
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// for key in ["a", "b", "c"] {
+    ///     db.put(key, "v")?;
+    /// }
+    /// let mut pairs = db.range("a".."c")?;
+    /// let mut total = 0;
+    /// while let Some(pair) = pairs.next_ref() {
+    ///     let (key, value) = pair?;
+    ///     total += key.len() + value.len();
+    /// }
+    /// assert_eq!(total, 4);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn next_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        if self.advance_front() {
+            self.current()
+        } else {
+            None
+        }
+    }
+
+    /// The next pair from the back, borrowed (see [`RangeIter::next_ref`]).
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/db", cairn::Options::in_memory())?;
+    /// for key in ["a", "b", "c"] {
+    ///     db.put(key, "v")?;
+    /// }
+    /// let mut pairs = db.iter()?;
+    /// assert_eq!(pairs.next_back_ref().transpose()?.map(|(key, _)| key), Some(&b"c"[..]));
+    /// assert_eq!(pairs.next_ref().transpose()?.map(|(key, _)| key), Some(&b"a"[..]));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn next_back_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        if self.advance_back() {
+            self.current()
+        } else {
+            None
+        }
+    }
+}
+
+/// Copies a borrowed pair out (the owning `Iterator` forms).
+fn owned_pair(pair: Result<(&[u8], &[u8])>) -> Result<(Vec<u8>, Vec<u8>)> {
+    pair.map(|(key, value)| (key.to_vec(), value.to_vec()))
+}
+
+impl Iterator for RangeIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_ref().map(owned_pair)
+    }
+}
+
+impl DoubleEndedIterator for RangeIter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.next_back_ref().map(owned_pair)
     }
 }
 

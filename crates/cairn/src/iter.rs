@@ -34,9 +34,30 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
     /// The first error met since the last repositioning, if any.
     fn status(&self) -> Result<()>;
+    /// What `seek` to an internal key of `user_key` would land on, told without reading any
+    /// data block (see [`SeekBound`]). A merge defers the seek of a child that gives a bound
+    /// until the bound could be the smallest key, which a short scan may never reach.
+    /// The default, [`SeekBound::Unknown`], makes the merge seek at once.
+    fn seek_bound(&self, _user_key: &[u8]) -> SeekBound {
+        SeekBound::Unknown
+    }
 }
 
-use crate::key::compare_internal_keys;
+/// What a child of a merge can promise about a seek it has not done yet (its target's user
+/// key is `u`, its target's sequence `s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekBound {
+    /// Nothing: seek now.
+    Unknown,
+    /// The child holds no version of `u` (a Bloom negative, or no file covering `u`): the
+    /// seek lands on a later user key, or nowhere.
+    LaterUserKey,
+    /// Every version of `u` the child holds has a sequence at most this (its file's largest
+    /// sequence): the seek lands on such a version, a later user key, or nowhere.
+    AtMostSequence(SequenceNumber),
+}
+
+use crate::key::{compare_internal_keys, parse_internal_key, user_key, SequenceNumber};
 use std::cmp::Ordering;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,14 +69,28 @@ enum Direction {
 /// Merges sorted children into one sorted stream with a binary heap of child indices
 /// (the k-way merge of sLSM §2.5): `next`/`prev` cost O(log k) comparisons.
 ///
-/// Invariants: 1. `heap` holds exactly the valid children. 2. In forward direction the root
-/// is the child with the smallest key, in reverse the largest. 3. When the direction changes,
-/// every non-current child is repositioned around the current key (as `LevelDB` does), so the
-/// merged order stays total even though children only support one cursor each.
+/// Seeks are lazy: a child that can bound where its seek would land without reading data
+/// ([`InternalIterator::seek_bound`]: a run whose Bloom filter rules the target's user key
+/// out, or whose versions of it are all older than a version another child found) is left
+/// unsought, standing in the heap as its bound, and is sought only when that bound reaches
+/// the root. A seek that finds its key in the newest run holding it reads one data block,
+/// not one per run.
+///
+/// Invariants: 1. `heap` holds exactly the valid and the pending (unsought) children; pending
+/// children exist only in forward direction, and each stands for its bound relative to
+/// `target`. 2. In forward direction the root is the child with the smallest key, in reverse
+/// the largest; outside `seek` and `next`'s own steps the root is never pending, so its key is
+/// a real key no smaller than any pending child's real position. 3. When the direction
+/// changes, every non-current child is repositioned around the current key (as `LevelDB`
+/// does), so the merged order stays total even though children only support one cursor each.
 pub struct MergingIterator {
     children: Vec<Box<dyn InternalIterator>>,
     heap: Vec<usize>,
     direction: Direction,
+    /// Per child: the bound it stands for while its seek to `target` is deferred.
+    pending: Vec<Option<SeekBound>>,
+    /// The target of the last seek (reused buffer).
+    target: Vec<u8>,
 }
 
 impl std::fmt::Debug for MergingIterator {
@@ -73,10 +108,16 @@ impl MergingIterator {
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
         let capacity = children.len();
         MergingIterator {
+            pending: vec![None; capacity],
             children,
             heap: Vec::with_capacity(capacity),
             direction: Direction::Forward,
+            target: Vec::new(),
         }
+    }
+
+    fn pending_bound(&self, child: usize) -> Option<SeekBound> {
+        self.pending.get(child).copied().flatten()
     }
 
     /// True if child `a` should sit above child `b` in the heap.
@@ -84,11 +125,55 @@ impl MergingIterator {
         let (Some(child_a), Some(child_b)) = (self.children.get(a), self.children.get(b)) else {
             return false;
         };
-        let order = compare_internal_keys(child_a.key(), child_b.key()).then(a.cmp(&b));
+        let order = match (self.pending_bound(a), self.pending_bound(b)) {
+            (None, None) => compare_internal_keys(child_a.key(), child_b.key()),
+            (None, Some(bound)) => self.key_against_bound(child_a.key(), bound),
+            (Some(bound), None) => self.key_against_bound(child_b.key(), bound).reverse(),
+            // The bound that may stand for the smaller key first: a newer possible version.
+            (Some(bound_a), Some(bound_b)) => bound_rank(bound_b).cmp(&bound_rank(bound_a)),
+        }
+        .then(a.cmp(&b));
         match self.direction {
             Direction::Forward => order == Ordering::Less,
             Direction::Reverse => order == Ordering::Greater,
         }
+    }
+
+    /// `Less` if `key` certainly sorts before wherever a pending child standing for `bound`
+    /// will land (invariant 1); `Greater` if that child may land before it.
+    fn key_against_bound(&self, key: &[u8], bound: SeekBound) -> Ordering {
+        let Some(parsed) = parse_internal_key(key) else {
+            return Ordering::Greater;
+        };
+        match parsed.user_key.cmp(user_key(&self.target)) {
+            Ordering::Equal => match bound {
+                SeekBound::LaterUserKey => Ordering::Less,
+                SeekBound::AtMostSequence(sequence) if parsed.sequence > sequence => Ordering::Less,
+                _ => Ordering::Greater,
+            },
+            order => order,
+        }
+    }
+
+    /// Seeks the root child while it is pending, until the root is a real key (invariant 2).
+    fn settle(&mut self) {
+        while let Some(root) = self.current() {
+            let Some(slot) = self.pending.get_mut(root) else {
+                return;
+            };
+            if slot.take().is_none() {
+                return;
+            }
+            if let Some(child) = self.children.get_mut(root) {
+                child.seek(&self.target);
+            }
+            self.fix_root();
+        }
+    }
+
+    /// Ends every deferred seek (the heap is rebuilt by the caller).
+    fn clear_pending(&mut self) {
+        self.pending.iter_mut().for_each(|slot| *slot = None);
     }
 
     // Every index is checked against `length` before use; this is the inner loop of every
@@ -119,7 +204,7 @@ impl MergingIterator {
         self.direction = direction;
         self.heap.clear();
         for (index, child) in self.children.iter().enumerate() {
-            if child.valid() {
+            if child.valid() || self.pending_bound(index).is_some() {
                 self.heap.push(index);
             }
         }
@@ -137,7 +222,8 @@ impl MergingIterator {
         let Some(root) = self.current() else {
             return;
         };
-        let still_valid = self.children.get(root).is_some_and(|child| child.valid());
+        let still_valid = self.pending_bound(root).is_some()
+            || self.children.get(root).is_some_and(|child| child.valid());
         if still_valid {
             self.sift_down(0);
         } else {
@@ -149,12 +235,22 @@ impl MergingIterator {
     }
 }
 
+/// Orders pending bounds: the larger, the smaller the key it may stand for (a newer version
+/// of the target's user key sorts first; a later user key after every version).
+fn bound_rank(bound: SeekBound) -> u64 {
+    match bound {
+        SeekBound::AtMostSequence(sequence) => sequence.saturating_add(1),
+        SeekBound::LaterUserKey | SeekBound::Unknown => 0,
+    }
+}
+
 impl InternalIterator for MergingIterator {
     fn valid(&self) -> bool {
         !self.heap.is_empty()
     }
 
     fn seek_to_first(&mut self) {
+        self.clear_pending();
         for child in &mut self.children {
             child.seek_to_first();
         }
@@ -162,6 +258,7 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek_to_last(&mut self) {
+        self.clear_pending();
         for child in &mut self.children {
             child.seek_to_last();
         }
@@ -169,10 +266,31 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        for child in &mut self.children {
-            child.seek(target);
+        self.target.clear();
+        self.target.extend_from_slice(target);
+        let Some(parsed) = parse_internal_key(target) else {
+            // Not an internal key: no bound can be stated about it; seek every child.
+            self.clear_pending();
+            for child in &mut self.children {
+                child.seek(target);
+            }
+            self.rebuild_heap(Direction::Forward);
+            return;
+        };
+        for (child, slot) in self.children.iter_mut().zip(self.pending.iter_mut()) {
+            *slot = match child.seek_bound(parsed.user_key) {
+                SeekBound::Unknown => {
+                    child.seek(target);
+                    None
+                }
+                SeekBound::AtMostSequence(sequence) => {
+                    Some(SeekBound::AtMostSequence(sequence.min(parsed.sequence)))
+                }
+                SeekBound::LaterUserKey => Some(SeekBound::LaterUserKey),
+            };
         }
         self.rebuild_heap(Direction::Forward);
+        self.settle();
     }
 
     fn next(&mut self) {
@@ -204,6 +322,7 @@ impl InternalIterator for MergingIterator {
             child.next();
         }
         self.fix_root();
+        self.settle();
     }
 
     fn prev(&mut self) {
@@ -216,6 +335,8 @@ impl InternalIterator for MergingIterator {
                 return;
             };
             let key = child.key().to_vec();
+            // Every child is repositioned around the current key below, deferred ones too.
+            self.clear_pending();
             for (index, child) in self.children.iter_mut().enumerate() {
                 if index == current {
                     continue;
@@ -267,6 +388,8 @@ impl InternalIterator for MergingIterator {
 pub struct VecIterator {
     entries: Vec<(Vec<u8>, Vec<u8>)>,
     position: Option<usize>,
+    /// Whether `seek_bound` states true bounds (as a run with a perfect filter would).
+    bounded: bool,
 }
 
 #[cfg(test)]
@@ -277,6 +400,15 @@ impl VecIterator {
         VecIterator {
             entries,
             position: None,
+            bounded: false,
+        }
+    }
+
+    /// The same, stating true seek bounds (the largest sequence of the user key's versions).
+    pub fn bounded(entries: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
+        VecIterator {
+            bounded: true,
+            ..VecIterator::new(entries)
         }
     }
 }
@@ -320,6 +452,18 @@ impl InternalIterator for VecIterator {
     fn status(&self) -> Result<()> {
         Ok(())
     }
+    fn seek_bound(&self, user: &[u8]) -> SeekBound {
+        if !self.bounded {
+            return SeekBound::Unknown;
+        }
+        self.entries
+            .iter()
+            .filter_map(|(key, _)| parse_internal_key(key))
+            .filter(|parsed| parsed.user_key == user)
+            .map(|parsed| parsed.sequence)
+            .max()
+            .map_or(SeekBound::LaterUserKey, SeekBound::AtMostSequence)
+    }
 }
 
 /// Test helpers shared by the iterator tests of every module.
@@ -362,8 +506,17 @@ mod tests {
 
     #[test]
     fn merging_matches_sorted_union_in_both_directions() {
+        merging_matches_sorted_union(false);
+    }
+
+    #[test]
+    fn merging_with_deferred_seeks_matches_sorted_union() {
+        merging_matches_sorted_union(true);
+    }
+
+    fn merging_matches_sorted_union(bounded: bool) {
         let mut rng = SmallRng::seed_from_u64(7);
-        for round in 0..50 {
+        for round in 0..200 {
             let child_count = rng.gen_range(0..6);
             let mut all = Vec::new();
             let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
@@ -377,7 +530,11 @@ mod tests {
                     entries.push((key, sequence.to_le_bytes().to_vec()));
                 }
                 all.extend(entries.clone());
-                children.push(Box::new(VecIterator::new(entries)));
+                children.push(Box::new(if bounded && rng.gen_bool(0.8) {
+                    VecIterator::bounded(entries)
+                } else {
+                    VecIterator::new(entries)
+                }));
             }
             all.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
             let mut merged = MergingIterator::new(children);
@@ -388,6 +545,20 @@ mod tests {
             // Random walks that switch direction agree with the sorted vector.
             if all.is_empty() {
                 continue;
+            }
+            // Seeks to present user keys at random sequences (snapshots), and walks from there.
+            for _ in 0..10 {
+                let user = vec![rng.gen_range(b'a'..b'f'); rng.gen_range(0..3)];
+                let target = internal_key(&user, rng.gen_range(0..=sequence + 1), ValueKind::SEEK);
+                merged.seek(&target);
+                let start = all.partition_point(|(key, _)| {
+                    compare_internal_keys(key, &target) == Ordering::Less
+                });
+                for expected in all.iter().skip(start).take(rng.gen_range(0..8)) {
+                    assert!(merged.valid(), "round {round}");
+                    assert_eq!(merged.key(), expected.0.as_slice(), "round {round}");
+                    merged.next();
+                }
             }
             let mut position = rng.gen_range(0..all.len());
             merged.seek(&all[position].0);

@@ -127,4 +127,5 @@ pub use compaction::{CompactionFilter, FilterDecision};
 pub use db::{Db, Update, WriteOutcome};
 pub use db_iter::{DbIterator, RangeIter};
 pub use snapshot::Snapshot;
+pub use sstable::pinned::PinnedValue;
 pub use stats::{LevelStats, RunStats, Stats};

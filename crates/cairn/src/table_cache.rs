@@ -12,6 +12,11 @@
 //! truncated or rewritten (see `fs::mapped_read`), and its size is checked against the
 //! MANIFEST here and against its footer by `Table::open`.
 //!
+//! A [`LevelIterator`] tells a merge, before any seek, where a seek to a user key could land
+//! (`InternalIterator::seek_bound`) from the run's file ranges, the covering table's Bloom
+//! filter and its largest sequence, so the merge reads a data block of this run only when the
+//! run may hold the smallest key.
+//!
 //! Thread-safety contract: `TableCache` is `Send + Sync`; `LevelIterator` is owned by one thread.
 //!
 //! Invariants:
@@ -21,7 +26,7 @@
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, SeekBound};
 use crate::key::compare_internal_keys;
 use crate::lookup_pool::LookupPool;
 use crate::options::TableReadMode;
@@ -133,12 +138,32 @@ impl TableCache {
     }
 }
 
-/// The files a [`LevelIterator`] walks: its own list, or a range of one level of a version
-/// (one reference count for the whole run, none per file).
+/// What every run iterator of one scan shares: the version whose runs they walk and the table
+/// opener. One per scan, so each of its run iterators clones an `Arc` no other thread
+/// touches, instead of the version's and the opener's, whose counts every reading core
+/// writes.
+#[derive(Debug)]
+pub struct ScanSource {
+    version: Arc<Version>,
+    tables: Arc<TableCache>,
+}
+
+impl ScanSource {
+    /// The source for run iterators over `version`.
+    pub fn new(version: Arc<Version>, tables: Arc<TableCache>) -> Arc<Self> {
+        Arc::new(ScanSource { version, tables })
+    }
+}
+
+/// The files a [`LevelIterator`] walks: its own list, or a range of one level of a scan's
+/// version (one reference count on the scan's own source, none per file).
 enum LevelFiles {
-    Owned(Vec<Arc<FileMeta>>),
+    Owned {
+        files: Vec<Arc<FileMeta>>,
+        tables: Arc<TableCache>,
+    },
     Shared {
-        version: Arc<Version>,
+        source: Arc<ScanSource>,
         level: usize,
         range: std::ops::Range<usize>,
     },
@@ -147,12 +172,23 @@ enum LevelFiles {
 impl LevelFiles {
     fn files(&self) -> &[Arc<FileMeta>] {
         match self {
-            LevelFiles::Owned(files) => files,
+            LevelFiles::Owned { files, .. } => files,
             LevelFiles::Shared {
-                version,
+                source,
                 level,
                 range,
-            } => version.files(*level).get(range.clone()).unwrap_or(&[]),
+            } => source
+                .version
+                .files(*level)
+                .get(range.clone())
+                .unwrap_or(&[]),
+        }
+    }
+
+    fn tables(&self) -> &TableCache {
+        match self {
+            LevelFiles::Owned { tables, .. } => tables,
+            LevelFiles::Shared { source, .. } => &source.tables,
         }
     }
 }
@@ -162,7 +198,6 @@ impl LevelFiles {
 /// at most one reference count, so a short scan pays only for the tables it reaches.
 pub struct LevelIterator {
     files: LevelFiles,
-    tables: Arc<TableCache>,
     index: usize,
     current: Option<TableIterator>,
     error: Option<Error>,
@@ -186,8 +221,7 @@ impl LevelIterator {
     /// the blocks it reads are added to the block cache.
     pub fn new(files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>, fill_cache: bool) -> Self {
         LevelIterator {
-            files: LevelFiles::Owned(files),
-            tables,
+            files: LevelFiles::Owned { files, tables },
             index: 0,
             current: None,
             error: None,
@@ -195,21 +229,20 @@ impl LevelIterator {
         }
     }
 
-    /// Iterates files `range` of `level` of `version`, which must form (part of) one run.
+    /// Iterates files `range` of `level` of the source's version, which must form (part of)
+    /// one run.
     pub fn over_version(
-        version: Arc<Version>,
+        source: Arc<ScanSource>,
         level: usize,
         range: std::ops::Range<usize>,
-        tables: Arc<TableCache>,
         fill_cache: bool,
     ) -> Self {
         LevelIterator {
             files: LevelFiles::Shared {
-                version,
+                source,
                 level,
                 range,
             },
-            tables,
             index: 0,
             current: None,
             error: None,
@@ -223,7 +256,7 @@ impl LevelIterator {
         let Some(meta) = self.files.files().get(index) else {
             return false;
         };
-        match self.tables.table(meta) {
+        match self.files.tables().table(meta) {
             Ok(table) => {
                 self.current = Some(table.iter_with(self.fill_cache));
                 true
@@ -343,6 +376,26 @@ impl InternalIterator for LevelIterator {
         self.current
             .as_ref()
             .map_or(&[], super::iter::InternalIterator::value)
+    }
+
+    fn seek_bound(&self, user_key: &[u8]) -> SeekBound {
+        // The one file of the run a seek to `user_key` would land in (invariant 2 of
+        // `version`: no user key spans two files of a run).
+        let files = self.files.files();
+        let index = files.partition_point(|file| file.largest_user_key() < user_key);
+        let Some(file) = files.get(index) else {
+            return SeekBound::LaterUserKey;
+        };
+        if file.smallest_user_key() > user_key {
+            return SeekBound::LaterUserKey;
+        }
+        match self.files.tables().table_ref(file) {
+            Ok(table) if !table.may_contain(user_key) => SeekBound::LaterUserKey,
+            // The table's own record, not the MANIFEST's: the bound is about its entries.
+            Ok(table) => SeekBound::AtMostSequence(table.largest_sequence()),
+            // The seek itself will meet and report the error.
+            Err(_) => SeekBound::Unknown,
+        }
     }
 
     fn status(&self) -> Result<()> {

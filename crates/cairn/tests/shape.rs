@@ -70,12 +70,13 @@ fn runs(db: &Db) -> Vec<usize> {
 }
 
 /// True if `runs` is in the shape `style` keeps (invariant 2): tiered levels below D runs,
-/// leveled ones (every level >= 1 under leveling, the last under lazy leveling) one run.
+/// leveled ones (every level >= 1 under leveling; under lazy leveling the deepest level
+/// holding data, whatever the configured level count) one run.
 fn in_shape(runs: &[usize], style: CompactionStyle, runs_per_level: usize) -> bool {
-    let last = runs.len() - 1;
+    let deepest = runs.iter().rposition(|&count| count > 0).unwrap_or(0);
     runs.iter().enumerate().skip(1).all(|(level, &count)| {
         let leveled = style == CompactionStyle::Leveling
-            || (style == CompactionStyle::LazyLeveling && level == last);
+            || (style == CompactionStyle::LazyLeveling && level == deepest);
         if leveled {
             count <= 1
         } else {

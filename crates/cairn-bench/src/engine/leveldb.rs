@@ -206,7 +206,10 @@ impl Engine for LevelEngine {
                     std::slice::from_raw_parts(value as *const u8, value_length),
                 );
                 seen += 1;
-                leveldb_iter_next(cursor);
+                // As db_bench: no move past the last entry asked for.
+                if seen < count {
+                    leveldb_iter_next(cursor);
+                }
             }
             let mut error: *const c_char = ptr::null();
             leveldb_iter_get_error(cursor, ptr::addr_of_mut!(error).cast_const());

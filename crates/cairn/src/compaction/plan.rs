@@ -22,6 +22,20 @@ use crate::version::{FileMeta, Version};
 use std::collections::HashSet;
 use std::sync::Arc;
 
+/// True if no two of `files` share a user key (sorted by smallest key, each ends before the
+/// next begins): together they are one sorted run.
+fn inputs_disjoint(files: &[Arc<FileMeta>]) -> bool {
+    let mut ranges: Vec<(&[u8], &[u8])> = files
+        .iter()
+        .map(|file| (file.smallest_user_key(), file.largest_user_key()))
+        .collect();
+    ranges.sort_unstable();
+    ranges.windows(2).all(|pair| match pair {
+        [(_, end), (start, _)] => end < start,
+        _ => true,
+    })
+}
+
 /// Which run of the output level receives the output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputRun {
@@ -63,8 +77,18 @@ impl Plan {
     }
 
     /// True if the plan can be done by moving a file down without rewriting it.
+    ///
+    /// That is one input file with nothing under it, or several inputs whose key ranges are
+    /// disjoint (they form one run) becoming a new run of a deeper level (lazy leveling
+    /// moving its leveled level down as a whole).
     pub fn is_trivial_move(&self) -> bool {
-        self.inputs.len() == 1 && self.output_level_inputs.is_empty()
+        if !self.output_level_inputs.is_empty() {
+            return false;
+        }
+        self.inputs.len() == 1
+            || (self.output_run == OutputRun::New
+                && self.output_level > self.level
+                && inputs_disjoint(&self.inputs))
     }
 
     /// The largest internal key among the level's inputs (the next compact pointer).

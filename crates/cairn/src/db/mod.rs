@@ -50,6 +50,7 @@ mod inner;
 mod multi_get;
 mod open;
 mod parallel_get;
+mod pinned_get;
 mod read;
 mod rmw;
 mod scans;

@@ -15,7 +15,7 @@
 //! 2. `pending` stays sorted by user key, so the keys of one file of a run are consecutive.
 
 use super::inner::DbInner;
-use super::read::{owned_version, OwnedVersion};
+use super::read::{memory_version, moved_version, OwnedVersion};
 use crate::error::Result;
 use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
 use crate::version::{FileMeta, Version};
@@ -47,20 +47,13 @@ impl DbInner {
     /// in a hold if an in-place update may have dropped one (`read` invariant 3).
     fn multi_get_latest(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         let (sequence, super_version) = self.read_point();
+        self.race_point("get: read point");
         let answers = self.multi_get_at(&super_version, keys, sequence)?;
-        let Some(gate) = &self.overwrite_gate else {
-            return Ok(answers);
-        };
-        let stale = keys.iter().any(|key| {
-            gate.stale(crate::hashindex::hash_key(key), sequence)
-                .is_some()
-        });
-        if !stale {
+        if !keys.iter().any(|key| self.read_may_be_stale(key, sequence)) {
             return Ok(answers);
         }
         drop(super_version);
-        crate::stats::Counters::add(&self.counters.membuffer.read_retries, 1);
-        let _hold = self.hold_overwrites();
+        let _hold = self.hold_for_retry();
         let (sequence, super_version) = self.read_point();
         self.multi_get_at(&super_version, keys, sequence)
     }
@@ -77,7 +70,7 @@ impl DbInner {
         for (position, (key, answer)) in keys.iter().zip(answers.iter_mut()).enumerate() {
             match super_version.memory.get(key, sequence) {
                 Some((version, kind, value)) => {
-                    *answer = Some(owned_version(version, kind, &value));
+                    *answer = Some(memory_version(version, kind, value));
                 }
                 None => pending.push(Pending {
                     position,
@@ -150,7 +143,7 @@ impl DbInner {
         for ((key, result), hit) in batch.iter().zip(found).zip(hit.iter_mut()) {
             if let Some((sequence, kind, value)) = result {
                 if let Some(answer) = answers.get_mut(key.position) {
-                    *answer = Some(owned_version(sequence, kind, &value));
+                    *answer = Some(moved_version(sequence, kind, value));
                 }
                 *hit = true;
             }

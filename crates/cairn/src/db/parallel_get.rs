@@ -16,7 +16,7 @@
 //! 2. Every candidate is probed at most once.
 
 use super::inner::DbInner;
-use super::read::{owned_version, OwnedVersion};
+use super::read::{moved_version, OwnedVersion};
 use crate::error::{Error, Result};
 use crate::lookup_pool::LookupPool;
 use crate::sstable::reader::TableGet;
@@ -86,7 +86,7 @@ impl DbInner {
                 }
             };
             if let Some((sequence, kind, value)) = answer? {
-                return Ok(Some(owned_version(sequence, kind, &value)));
+                return Ok(Some(moved_version(sequence, kind, value)));
             }
         }
         Ok(None)

@@ -28,8 +28,12 @@ use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
 use crate::memory::WriteHint;
 use crate::options::ReadOptions;
 use crate::snapshot::Snapshot;
+use crate::sstable::pinned::PinnedValue;
+use crate::sstable::reader::TableFound;
+use crate::sstable::Table;
 use crate::stats::Counters;
-use crate::table_cache::LevelIterator;
+use crate::table_cache::{LevelIterator, ScanSource};
+use crate::version::Version;
 use std::sync::Arc;
 
 /// A version as the read paths return it: its sequence, value (`None`: a tombstone or an
@@ -52,6 +56,45 @@ pub(super) fn owned_version(
                 Some((value, expiry)) => (version, Some(value.to_vec()), expiry),
                 None => (version, None, None),
             }
+        }
+    }
+}
+
+/// [`owned_version`] from a value already copied out of its table: a plain value is moved,
+/// not copied a second time.
+pub(super) fn moved_version(
+    version: SequenceNumber,
+    kind: ValueKind,
+    value: Vec<u8>,
+) -> OwnedVersion {
+    match kind {
+        ValueKind::Put => (version, Some(value), None),
+        _ => owned_version(version, kind, &value),
+    }
+}
+
+/// A memory-component version as an [`OwnedVersion`]: a value the Membuffer already copied
+/// out (`Cow::Owned`) is moved, a value borrowed from the memtable is copied once.
+pub(super) fn memory_version(
+    version: SequenceNumber,
+    kind: ValueKind,
+    value: std::borrow::Cow<'_, [u8]>,
+) -> OwnedVersion {
+    match value {
+        std::borrow::Cow::Owned(value) => moved_version(version, kind, value),
+        std::borrow::Cow::Borrowed(value) => owned_version(version, kind, value),
+    }
+}
+
+/// The visible value of a pinned table entry (`None`: a tombstone or an expired value), as
+/// [`owned_version`] decides, without copying it.
+fn pinned_value(kind: ValueKind, value: PinnedValue) -> Option<PinnedValue> {
+    match kind {
+        ValueKind::Put => Some(value),
+        ValueKind::Delete => None,
+        ValueKind::PutWithExpiry => {
+            crate::expiry::visible(kind, &value, crate::expiry::now_millis())?;
+            value.skip_front(crate::expiry::EXPIRY_BYTES)
         }
     }
 }
@@ -112,20 +155,30 @@ impl DbInner {
         // Tests hold a reader here, between its read point and its lookup (`inner::tests`).
         self.race_point("get: read point");
         let found = self.version_at(&super_version, key, sequence)?;
-        let Some(gate) = &self.overwrite_gate else {
-            return Ok(found);
-        };
-        if gate
-            .stale(crate::hashindex::hash_key(key), sequence)
-            .is_none()
-        {
+        if !self.read_may_be_stale(key, sequence) {
             return Ok(found);
         }
         drop(super_version);
-        Counters::add(&self.counters.membuffer.read_retries, 1);
-        let _hold = self.hold_overwrites();
+        let _hold = self.hold_for_retry();
         let (sequence, super_version) = self.read_point();
         self.version_at(&super_version, key, sequence)
+    }
+
+    /// Whether a Membuffer update above `sequence` may have dropped the version of `key` a
+    /// latest-state read at `sequence` wanted (invariant 3; false with the Membuffer off).
+    /// Called after the read's lookup.
+    #[inline]
+    pub(super) fn read_may_be_stale(&self, key: &[u8], sequence: SequenceNumber) -> bool {
+        self.overwrite_gate.as_ref().is_some_and(|gate| {
+            gate.stale(crate::hashindex::hash_key(key), sequence)
+                .is_some()
+        })
+    }
+
+    /// The hold a latest-state read that may be stale is redone in (counted).
+    pub(super) fn hold_for_retry(&self) -> Option<crate::membuffer::GateHold<'_>> {
+        Counters::add(&self.counters.membuffer.read_retries, 1);
+        self.hold_overwrites()
     }
 
     /// The newest version of `key` at or below `sequence` in `super_version`.
@@ -137,7 +190,7 @@ impl DbInner {
     ) -> Result<Option<OwnedVersion>> {
         if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
             debug_assert!(version <= sequence, "invariant 1");
-            return Ok(Some(owned_version(version, kind, &value)));
+            return Ok(Some(memory_version(version, kind, value)));
         }
         self.tables_version(super_version, key, sequence)
     }
@@ -174,7 +227,7 @@ impl DbInner {
         let (in_memory, hint) = super_version.memory.get_hinted(key);
         if let Some((version, kind, value)) = in_memory {
             return Ok(HintedRead {
-                found: Some(owned_version(version, kind, &value)),
+                found: Some(memory_version(version, kind, value)),
                 in_memory: true,
                 hint,
             });
@@ -184,6 +237,55 @@ impl DbInner {
             in_memory: false,
             hint,
         })
+    }
+
+    /// The value of `key` at `sequence` (None: the latest state), pinned in its table block
+    /// instead of copied when it comes from a table.
+    pub(super) fn get_pinned(
+        &self,
+        key: &[u8],
+        sequence: Option<SequenceNumber>,
+    ) -> Result<Option<PinnedValue>> {
+        check_key(key)?;
+        let Some(sequence) = sequence else {
+            return self.latest_pinned(key);
+        };
+        self.pinned_at(&self.super_version.load(), key, sequence)
+    }
+
+    /// [`DbInner::get_pinned`] of the latest state, validated as `latest_version` is
+    /// (invariant 3).
+    fn latest_pinned(&self, key: &[u8]) -> Result<Option<PinnedValue>> {
+        let (sequence, super_version) = self.read_point();
+        self.race_point("get: read point");
+        let found = self.pinned_at(&super_version, key, sequence)?;
+        if !self.read_may_be_stale(key, sequence) {
+            return Ok(found);
+        }
+        drop(super_version);
+        let _hold = self.hold_for_retry();
+        let (sequence, super_version) = self.read_point();
+        self.pinned_at(&super_version, key, sequence)
+    }
+
+    /// The visible value of `key` at `sequence` in `super_version`, pinned if in a table.
+    fn pinned_at(
+        &self,
+        super_version: &SuperVersion,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<Option<PinnedValue>> {
+        if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
+            debug_assert!(version <= sequence, "invariant 1");
+            return Ok(memory_version(version, kind, value)
+                .1
+                .map(PinnedValue::owned));
+        }
+        let lookup = internal_key(key, sequence, ValueKind::SEEK);
+        let found = self.probe_tables(&super_version.version, key, |table| {
+            table.get_pinned(&lookup)
+        })?;
+        Ok(found.and_then(|(_, kind, value)| pinned_value(kind, value)))
     }
 
     /// The newest version of `key` with sequence <= `sequence` in the on-disk tables of
@@ -202,20 +304,31 @@ impl DbInner {
                 return self.tables_version_parallel(pool, &candidates, &lookup);
             }
         }
+        let found = self.probe_tables(version, key, |table| table.get(&lookup))?;
+        Ok(found.map(|(sequence, kind, value)| moved_version(sequence, kind, value)))
+    }
+
+    /// The first table entry for `key` found by `probe`, trying the tables that may hold it
+    /// newest first (level 0 newest file first, then one file per run of each deeper level):
+    /// the first hit is the newest version (version invariant 3).
+    fn probe_tables<V>(
+        &self,
+        version: &Version,
+        key: &[u8],
+        probe: impl Fn(&Table) -> Result<TableFound<V>>,
+    ) -> Result<TableFound<V>> {
         for file in version.files(0) {
             if !file.overlaps(Some(key), Some(key)) {
                 continue;
             }
-            let table = self.table_cache.table_ref(file)?;
-            if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
-                return Ok(Some(owned_version(found_sequence, kind, &value)));
+            if let Some(found) = probe(self.table_cache.table_ref(file)?)? {
+                return Ok(Some(found));
             }
         }
         for level in 1..version.level_count() {
             for file in version.find_files(level, key) {
-                let table = self.table_cache.table_ref(file)?;
-                if let Some((found_sequence, kind, value)) = table.get(&lookup)? {
-                    return Ok(Some(owned_version(found_sequence, kind, &value)));
+                if let Some(found) = probe(self.table_cache.table_ref(file)?)? {
+                    return Ok(Some(found));
                 }
             }
         }
@@ -253,13 +366,13 @@ impl DbInner {
         // Every run (each level-0 file is one) becomes a lazy level iterator: nothing is
         // opened until the merge seeks, and a run costs one reference count, not one per file.
         let version = &super_version.version;
+        let source = ScanSource::new(Arc::clone(version), Arc::clone(&self.table_cache));
         for level in 0..version.level_count() {
             for range in version.overlapping_run_ranges(level, lower, upper) {
                 children.push(Box::new(LevelIterator::over_version(
-                    Arc::clone(version),
+                    Arc::clone(&source),
                     level,
                     range,
-                    Arc::clone(&self.table_cache),
                     options.fill_cache,
                 )));
             }

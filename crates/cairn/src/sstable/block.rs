@@ -247,6 +247,12 @@ impl Block {
         &self.origin
     }
 
+    /// The raw bytes `range` of the block (`None` if out of bounds): a value's bytes, by the
+    /// range its iterator reported ([`BlockIterator::value_range`]).
+    pub fn bytes(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
+        self.data.get(range)
+    }
+
     /// An unpositioned iterator over the block.
     pub fn iter(self: &Arc<Self>) -> BlockIterator {
         BlockIterator::new(Arc::clone(self))
@@ -282,6 +288,21 @@ impl Block {
             key_delta: (key_start, value_start),
             value: (value_start, offset + reader.position()),
         })
+    }
+
+    /// Number of restart points.
+    pub fn restart_count(&self) -> usize {
+        self.restart_count
+    }
+
+    /// The full key and the value of the entry at restart point `index` (`None` if the
+    /// entry is malformed): with a restart point at every entry (the index block), entry
+    /// `index` read without a scan.
+    pub fn restart_entry(&self, index: usize) -> Option<(&[u8], &[u8])> {
+        let entry = self.decode_entry(self.restart_point(index))?;
+        let key = self.data.get(entry.key_delta.0..entry.key_delta.1)?;
+        let value = self.data.get(entry.value.0..entry.value.1)?;
+        (entry.shared == 0 && parse_internal_key(key).is_some()).then_some((key, value))
     }
 
     /// The full key stored at restart point `index`.
@@ -342,6 +363,11 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
             value: (0, 0),
             error: None,
         }
+    }
+
+    /// The byte range of the current value inside the block (see [`Block::bytes`]).
+    pub fn value_range(&self) -> std::ops::Range<usize> {
+        self.value.0..self.value.1
     }
 
     fn mark_end(&mut self) {

@@ -3,7 +3,8 @@
 //! One concept per file: [`block`] (prefix-compressed sorted blocks), [`bloom`] (blocked Bloom
 //! filter), [`format`](mod@format) (block handles, block trailer, footer, checked block reads),
 //! [`properties`] (table facts), [`builder`] (writing a table), [`cache`] (the shared block
-//! cache) and [`reader`] (opening, point lookups and iteration).
+//! cache), [`fences`] (the index's fence keys condensed for point lookups), [`pinned`] (values
+//! read in place) and [`reader`] (opening, point lookups and iteration).
 //!
 //! Thread-safety contract: a [`TableBuilder`] is owned by one thread; an open [`Table`] and the
 //! [`BlockCache`] are `Send + Sync` and shared by `Arc`; iterators are owned by one thread and
@@ -26,7 +27,9 @@ pub mod block;
 pub mod bloom;
 pub mod builder;
 pub mod cache;
+pub mod fences;
 pub mod format;
+pub mod pinned;
 pub mod properties;
 pub mod reader;
 

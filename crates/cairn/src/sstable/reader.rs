@@ -25,15 +25,18 @@
 use super::block::{Block, BlockIterator, BlockOrigin};
 use super::bloom::BloomFilter;
 use super::cache::BlockCache;
+use super::fences::Fences;
 use super::format::{read_block_contents, BlockHandle, Footer, FOOTER_BYTES};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber, ValueKind};
+use crate::sstable::pinned::PinnedValue;
 use crate::sync::StripedCounter;
 use std::cmp::Ordering;
 use std::fmt;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -46,6 +49,8 @@ pub struct Table {
     cache_id: u64,
     verify_checksums: bool,
     index: Arc<Block>,
+    /// The index's fence keys condensed for point lookups (`None`: searched in the block).
+    fences: Option<Fences>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
     size_bytes: u64,
@@ -67,8 +72,16 @@ impl fmt::Debug for Table {
     }
 }
 
-/// A point-lookup result: the newest visible version's sequence, kind and value.
-pub type TableGet = Option<(SequenceNumber, ValueKind, Vec<u8>)>;
+/// A point-lookup result: the newest visible version's sequence, kind and value (as `V`).
+pub type TableFound<V> = Option<(SequenceNumber, ValueKind, V)>;
+
+/// A point-lookup result with the value copied out.
+pub type TableGet = TableFound<Vec<u8>>;
+
+/// The value at `range` of `block`, copied (the extractor of the copying lookups).
+fn copy_value(block: &Arc<Block>, range: Range<usize>) -> Option<Vec<u8>> {
+    block.bytes(range).map(<[u8]>::to_vec)
+}
 
 impl Table {
     /// Opens the table in `file`. Checks the footer and loads index, filter and properties.
@@ -86,8 +99,12 @@ impl Table {
         let filter = read_filter(file.as_ref(), &footer, &path)?;
         let index = read_index(file.as_ref(), &footer, &path)?;
         check_index(&index, data_limit(&footer, footer_offset), &properties)?;
+        let fences = usize::try_from(properties.data_block_count)
+            .ok()
+            .and_then(|count| Fences::new(&index, count));
         let cache_id = cache.as_ref().map_or(0, |cache| cache.new_id());
         Ok(Table {
+            fences,
             file,
             path,
             file_number,
@@ -113,6 +130,25 @@ impl Table {
 
     /// [`Self::get`], choosing whether a data block read from disk is added to the cache.
     pub fn get_with(&self, lookup_key: &[u8], fill_cache: bool) -> Result<TableGet> {
+        self.get_as(lookup_key, fill_cache, copy_value)
+    }
+
+    /// [`Self::get`] without copying the value: it comes back as the data block holding it
+    /// and its range (one reference count on the block, no allocation).
+    pub fn get_pinned(&self, lookup_key: &[u8]) -> Result<TableFound<PinnedValue>> {
+        self.get_as(lookup_key, true, |block, range| {
+            PinnedValue::in_block(Arc::clone(block), range)
+        })
+    }
+
+    /// The point lookup, handing the value out as `extract` makes it from its block and
+    /// range (`None` from `extract`: the range is outside the block, a corruption).
+    fn get_as<V>(
+        &self,
+        lookup_key: &[u8],
+        fill_cache: bool,
+        extract: impl Fn(&Arc<Block>, Range<usize>) -> Option<V>,
+    ) -> Result<TableFound<V>> {
         let user_key = self.lookup_user_key(lookup_key)?;
         if !self.filter_allows(user_key) {
             return Ok(None);
@@ -120,17 +156,18 @@ impl Table {
         let Some(handle) = self.index_lookup(lookup_key)? else {
             return Ok(None);
         };
-        // A cache hit is searched in place: no lock, no reference count.
+        // A cache hit is searched in place: no lock, and no reference count unless `extract`
+        // takes one.
         if let Some(cache) = &self.cache {
             let found = cache.with_block(self.cache_id, handle.offset, |block| {
-                self.find_in_block(block, handle, lookup_key, user_key)
+                self.find_in_block(block, handle, lookup_key, user_key, &extract)
             });
             if let Some(found) = found {
                 return found;
             }
         }
         let block = self.load_data_block(handle, fill_cache)?;
-        self.find_in_block(&block, handle, lookup_key, user_key)
+        self.find_in_block(&block, handle, lookup_key, user_key, &extract)
     }
 
     /// Point lookups of several keys at once (`multi_get`): one answer per key, as
@@ -154,7 +191,7 @@ impl Table {
                 Some((held, block)) if held == handle => block,
                 _ => self.read_data_block(handle, fill_cache)?,
             };
-            answers.push(self.find_in_block(&block, handle, lookup_key, user_key)?);
+            answers.push(self.find_in_block(&block, handle, lookup_key, user_key, &copy_value)?);
             current = Some((handle, block));
         }
         Ok(answers)
@@ -184,6 +221,21 @@ impl Table {
 
     /// The handle of the one data block that may hold `lookup_key` (fence-pointer search).
     fn index_lookup(&self, lookup_key: &[u8]) -> Result<Option<BlockHandle>> {
+        if let Some(fences) = &self.fences {
+            // Every entry decoded when the fences were built (fences invariant 1), and the
+            // block is immutable, so the entry found decodes.
+            return match fences.seek(&self.index, lookup_key) {
+                Some(position) => match self.index.restart_entry(position) {
+                    Some((_, value)) => self.decode_index_value(value).map(Some),
+                    None => Err(Error::corruption(
+                        self.path.as_ref(),
+                        self.index.origin().offset,
+                        "index entry does not decode",
+                    )),
+                },
+                None => Ok(None),
+            };
+        }
         let mut index = self.index.iter_ref();
         index.seek(lookup_key);
         if !index.valid() {
@@ -193,14 +245,16 @@ impl Table {
         self.decode_index_value(index.value()).map(Some)
     }
 
-    /// The first entry of `block` at or after `lookup_key`, if it is a version of `user_key`.
-    fn find_in_block(
+    /// The first entry of `block` at or after `lookup_key`, if it is a version of `user_key`,
+    /// with its value as `extract` makes it.
+    fn find_in_block<V>(
         &self,
-        block: &Block,
+        block: &Arc<Block>,
         handle: BlockHandle,
         lookup_key: &[u8],
         user_key: &[u8],
-    ) -> Result<TableGet> {
+        extract: &impl Fn(&Arc<Block>, Range<usize>) -> Option<V>,
+    ) -> Result<TableFound<V>> {
         let mut iter = block.iter_ref();
         iter.seek(lookup_key);
         if !iter.valid() {
@@ -213,7 +267,14 @@ impl Table {
         }
         match parse_internal_key(iter.key()) {
             Some(found) if found.user_key == user_key => {
-                Ok(Some((found.sequence, found.kind, iter.value().to_vec())))
+                let value = extract(block, iter.value_range()).ok_or_else(|| {
+                    Error::corruption(
+                        self.path.as_ref(),
+                        handle.offset,
+                        "a value lies outside its data block",
+                    )
+                })?;
+                Ok(Some((found.sequence, found.kind, value)))
             }
             _ => Ok(None),
         }
@@ -267,8 +328,13 @@ impl Table {
         self.size_bytes
     }
 
-    #[cfg(any(test, feature = "testing"))]
-    /// False only if the Bloom filter proves `user_key` absent (always true without a filter).
+    /// The largest sequence number of any entry in the table (from its properties block).
+    pub fn largest_sequence(&self) -> SequenceNumber {
+        self.properties.largest_sequence
+    }
+
+    /// False only if the Bloom filter proves `user_key` absent (always true without a filter;
+    /// not counted in `filter_skips`, which counts point lookups).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         match &self.filter {
             Some(filter) => filter.may_contain(user_key),
@@ -285,7 +351,9 @@ impl Table {
     #[cfg(any(test, feature = "testing"))]
     /// Bytes of the in-memory index and filter.
     pub fn memory_bytes(&self) -> usize {
-        self.index.size_bytes() + self.filter.as_ref().map_or(0, BloomFilter::size_bytes)
+        self.index.size_bytes()
+            + self.fences.as_ref().map_or(0, Fences::size_bytes)
+            + self.filter.as_ref().map_or(0, BloomFilter::size_bytes)
     }
 
     fn decode_index_value(&self, value: &[u8]) -> Result<BlockHandle> {

@@ -152,7 +152,7 @@ fn user_keys_and_sequences(
 #[test]
 fn two_runs_in_one_level_are_read_newest_run_first_and_merged() {
     use crate::iter::{InternalIterator, MergingIterator};
-    use crate::table_cache::{LevelIterator, TableCache};
+    use crate::table_cache::{LevelIterator, ScanSource, TableCache};
     let fs = Arc::new(MemFs::new());
     // Level 1, run 0 (newer): b@20, d@21 | x@22. Run 1 (older): a@1, b@2 | c@3, d@4.
     let newer = vec![
@@ -233,15 +233,15 @@ fn two_runs_in_one_level_are_read_newest_run_first_and_merged() {
         .overlapping_run_ranges(1, Some(b"y"), None)
         .is_empty());
     let shared = Arc::new(version);
+    let source = ScanSource::new(Arc::clone(&shared), Arc::clone(&tables));
     let children: Vec<Box<dyn InternalIterator>> = shared
         .overlapping_run_ranges(1, None, None)
         .into_iter()
         .map(|range| {
             Box::new(LevelIterator::over_version(
-                Arc::clone(&shared),
+                Arc::clone(&source),
                 1,
                 range,
-                Arc::clone(&tables),
                 false,
             )) as Box<dyn InternalIterator>
         })

@@ -104,6 +104,29 @@ fn a_get_holding_a_read_point_across_an_in_place_update_never_reads_below_it() {
     assert_eq!(db.get(KEY).unwrap().as_deref(), Some(&b"v2"[..]));
 }
 
+/// The same for `get_pinned` (its own lookup path) and `multi_get`.
+#[test]
+fn pinned_and_multi_gets_across_an_in_place_update_never_read_below_it() {
+    let db = db_with_a_record();
+    let value = read_across_an_update(&db, "get: read point", |db| {
+        db.get_pinned(KEY).unwrap().map(|value| value.to_vec())
+    });
+    assert!(
+        matches!(value.as_deref(), Some(b"v1" | b"v2")),
+        "got {:?}",
+        value.map(String::from_utf8)
+    );
+    let db = db_with_a_record();
+    let value = read_across_an_update(&db, "get: read point", |db| {
+        db.multi_get(&[KEY]).unwrap().remove(0)
+    });
+    assert!(
+        matches!(value.as_deref(), Some(b"v1" | b"v2")),
+        "got {:?}",
+        value.map(String::from_utf8)
+    );
+}
+
 /// An iterator holding its read point between v1 and v2 (before it drains the Membuffer)
 /// must see exactly v1: it cannot move its read point.
 #[test]
