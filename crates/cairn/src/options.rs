@@ -126,14 +126,16 @@ pub struct Options {
     /// partitioned by key range, which are drained into the memtable in sorted batches; a
     /// write whose partition is full (and being drained) goes to the memtable directly; a
     /// key already in the Membuffer is updated in place (its old version moves to the
-    /// memtable). Off: a single-level memtable. Default: off — fills measured about twice as
+    /// memtable, or is dropped when no snapshot or scan can read it: latest-state reads
+    /// check for that and re-read). Off: a single-level memtable. Default: off — fills measured about twice as
     /// fast with it and random reads after a fill about the same, but with one unthrottled
     /// writer beside the readers (`readwhilewriting`) the readers measured about two thirds
     /// of their speed without it (the writer, three times faster, takes the cores), and the
     /// scan and skew workloads are not measured yet (`bench/flodb/run.sh`).
     pub membuffer_enabled: bool,
-    /// Percent of `write_buffer_size_bytes` given to the Membuffer; the memtable gets the
-    /// rest. Default: 25 (`FloDB`'s one quarter). Between 1 and 50.
+    /// Percent of `write_buffer_size_bytes` the Membuffer may hold at most; the write
+    /// buffer counts what it really holds, so the memtable gets the rest. Default: 25
+    /// (`FloDB`'s one quarter). Between 1 and 50.
     pub membuffer_percent: usize,
     /// Key-range partitions of the Membuffer (fewer for small budgets: each gets at least
     /// 4 KiB). Default: 16. Between 1 and 1024.
