@@ -142,7 +142,8 @@ pub struct Options {
     pub membuffer_partitions: usize,
     /// Background threads per write buffer that drain Membuffer partitions once half full
     /// (writers still drain a full partition themselves when no drainer has). 0: writers
-    /// only. Default: half the available cores, 1 to 4 (one on 2 cores).
+    /// only. Default: none on 1 or 2 cores (a drainer there takes a core from the readers:
+    /// `bench/results/2026-11-26-s4-flodb`), else half the available cores, 1 to 4.
     pub membuffer_drainers: usize,
     /// Benchmark variant (feature `bench-variants`): drain with one skiplist insert per
     /// version instead of multi-insert.
@@ -207,9 +208,13 @@ impl Default for Options {
             membuffer_enabled: false,
             membuffer_percent: 25,
             membuffer_partitions: 16,
-            membuffer_drainers: std::thread::available_parallelism()
-                .map_or(1, |cores| cores.get() / 2)
-                .clamp(1, 4),
+            // Measured on 2 vCPUs: a drainer thread takes a core from the readers beside an
+            // unthrottled writer (readwhilewriting 0.77-0.83x of Membuffer off with one,
+            // 1.06-1.12x with none), while fills keep 1.45-1.85x of off without it.
+            membuffer_drainers: match std::thread::available_parallelism().map_or(1, |c| c.get()) {
+                0..=2 => 0,
+                cores => (cores / 2).clamp(1, 4),
+            },
             #[cfg(feature = "bench-variants")]
             membuffer_simple_insert: false,
             #[cfg(feature = "bench-variants")]
