@@ -211,7 +211,9 @@ impl Default for Options {
             // Measured on 2 vCPUs: a drainer thread takes a core from the readers beside an
             // unthrottled writer (readwhilewriting 0.77-0.83x of Membuffer off with one,
             // 1.06-1.12x with none), while fills keep 1.45-1.85x of off without it.
-            membuffer_drainers: match std::thread::available_parallelism().map_or(1, |c| c.get()) {
+            membuffer_drainers: match std::thread::available_parallelism()
+                .map_or(1, std::num::NonZero::get)
+            {
                 0..=2 => 0,
                 cores => (cores / 2).clamp(1, 4),
             },
