@@ -126,27 +126,36 @@ pub struct Options {
     /// partitioned by key range, which are drained into the memtable in sorted batches; a
     /// write whose partition is full (and being drained) goes to the memtable directly; a
     /// key already in the Membuffer is updated in place (its old version moves to the
-    /// memtable). Off: a single-level memtable. Default: off — fills measured about twice as
+    /// memtable, or is dropped when no snapshot or scan can read it: latest-state reads
+    /// check for that and re-read). Off: a single-level memtable. Default: off — fills measured about twice as
     /// fast with it and random reads after a fill about the same, but with one unthrottled
     /// writer beside the readers (`readwhilewriting`) the readers measured about two thirds
     /// of their speed without it (the writer, three times faster, takes the cores), and the
     /// scan and skew workloads are not measured yet (`bench/flodb/run.sh`).
     pub membuffer_enabled: bool,
-    /// Percent of `write_buffer_size_bytes` given to the Membuffer; the memtable gets the
-    /// rest. Default: 25 (`FloDB`'s one quarter). Between 1 and 50.
+    /// Percent of `write_buffer_size_bytes` the Membuffer may hold at most; the write
+    /// buffer counts what it really holds, so the memtable gets the rest. Default: 25
+    /// (`FloDB`'s one quarter). Between 1 and 50.
     pub membuffer_percent: usize,
     /// Key-range partitions of the Membuffer (fewer for small budgets: each gets at least
     /// 4 KiB). Default: 16. Between 1 and 1024.
     pub membuffer_partitions: usize,
     /// Background threads per write buffer that drain Membuffer partitions once half full
     /// (writers still drain a full partition themselves when no drainer has). 0: writers
-    /// only. Default: half the available cores, 1 to 4 (one on 2 cores).
+    /// only. Default: none on 1 or 2 cores (a drainer there takes a core from the readers:
+    /// `bench/results/2026-11-26-s4-flodb`), else half the available cores, 1 to 4.
     pub membuffer_drainers: usize,
     /// Benchmark variant (feature `bench-variants`): drain with one skiplist insert per
     /// version instead of multi-insert.
     #[cfg(feature = "bench-variants")]
     #[doc(hidden)]
     pub membuffer_simple_insert: bool,
+    /// Benchmark variant (feature `bench-variants`): an in-place Membuffer update always
+    /// moves the version it replaces to the memtable, never drops it (the behaviour before
+    /// the overwrite gate; reads then skip the gate's validation).
+    #[cfg(feature = "bench-variants")]
+    #[doc(hidden)]
+    pub membuffer_always_move: bool,
     /// Benchmark variant (feature `bench-variants`): drop sealed write buffers instead of
     /// flushing them (their writes are lost: measures the memory component alone).
     #[cfg(feature = "bench-variants")]
@@ -199,11 +208,19 @@ impl Default for Options {
             membuffer_enabled: false,
             membuffer_percent: 25,
             membuffer_partitions: 16,
-            membuffer_drainers: std::thread::available_parallelism()
-                .map_or(1, |cores| cores.get() / 2)
-                .clamp(1, 4),
+            // Measured on 2 vCPUs: a drainer thread takes a core from the readers beside an
+            // unthrottled writer (readwhilewriting 0.77-0.83x of Membuffer off with one,
+            // 1.06-1.12x with none), while fills keep 1.45-1.85x of off without it.
+            membuffer_drainers: match std::thread::available_parallelism()
+                .map_or(1, std::num::NonZero::get)
+            {
+                0..=2 => 0,
+                cores => (cores / 2).clamp(1, 4),
+            },
             #[cfg(feature = "bench-variants")]
             membuffer_simple_insert: false,
+            #[cfg(feature = "bench-variants")]
+            membuffer_always_move: false,
             #[cfg(feature = "bench-variants")]
             drop_sealed_memtables: false,
             #[cfg(feature = "testing")]

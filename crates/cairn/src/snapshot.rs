@@ -50,6 +50,10 @@ pub struct SnapshotList {
     overflow: Mutex<BTreeMap<SequenceNumber, usize>>,
     /// Where `sequences()` sleeps when a registration is preempted while pending.
     parker: Parker,
+    /// The newest live snapshot's sequence + 1 (0: none), kept under `newest_lock` (invariant
+    /// 4): read by every Membuffer update that would drop a version (`membuffer::gate`).
+    newest: AtomicU64,
+    newest_lock: Mutex<()>,
 }
 
 impl Default for SnapshotList {
@@ -58,6 +62,8 @@ impl Default for SnapshotList {
             slots: (0..SNAPSHOT_SLOTS).map(|_| AtomicU64::new(FREE)).collect(),
             overflow: Mutex::new(BTreeMap::new()),
             parker: Parker::default(),
+            newest: AtomicU64::new(0),
+            newest_lock: Mutex::new(()),
         }
     }
 }
@@ -87,6 +93,7 @@ impl SnapshotList {
                 slot.store(sequence + 1, Ordering::Release);
                 // Invariant 2: a flush or compaction may be parked on this slot.
                 self.parker.notify();
+                self.raise_newest(sequence);
                 return Snapshot {
                     inner: Arc::new(SnapshotInner {
                         sequence,
@@ -99,6 +106,8 @@ impl SnapshotList {
         let mut overflow = self.overflow();
         let sequence = visible();
         *overflow.entry(sequence).or_insert(0) += 1;
+        drop(overflow);
+        self.raise_newest(sequence);
         Snapshot {
             inner: Arc::new(SnapshotInner {
                 sequence,
@@ -128,6 +137,41 @@ impl SnapshotList {
         sequences.sort_unstable();
         sequences.dedup();
         sequences
+    }
+
+    /// The newest live snapshot's sequence, if any (invariant 4).
+    pub fn newest(&self) -> Option<SequenceNumber> {
+        self.newest.load(Ordering::Acquire).checked_sub(1)
+    }
+
+    fn lock_newest(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.newest_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Invariant 4 after a registration of `sequence` (already published).
+    fn raise_newest(&self, sequence: SequenceNumber) {
+        let _lock = self.lock_newest();
+        if self.newest.load(Ordering::Acquire) < sequence + 1 {
+            self.newest.store(sequence + 1, Ordering::Release);
+        }
+    }
+
+    /// Invariant 4 after a release: the newest of the snapshots still published. One still
+    /// pending raises it itself once published (after this, under the same lock).
+    fn lower_newest(&self) {
+        let _lock = self.lock_newest();
+        let in_slots = self
+            .slots
+            .iter()
+            .map(|slot| slot.load(Ordering::Acquire))
+            .filter(|&value| value != PENDING)
+            .max()
+            .unwrap_or(FREE);
+        let in_overflow = self.overflow().keys().next_back().map_or(FREE, |&s| s + 1);
+        self.newest
+            .store(in_slots.max(in_overflow), Ordering::Release);
     }
 
     /// Number of live snapshots.
@@ -162,6 +206,7 @@ impl SnapshotList {
                 }
             }
         }
+        self.lower_newest();
     }
 }
 

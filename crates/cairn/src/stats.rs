@@ -93,6 +93,12 @@ pub struct MembufferCounters {
     /// (the old version leaves the Membuffer's record for the memtable, the new one takes
     /// its place).
     pub moved_versions: StripedCounter,
+    /// Versions an in-place update replaced without moving them to the memtable (no
+    /// snapshot or scan could read them; latest-state reads validate against the drop).
+    pub dropped_versions: StripedCounter,
+    /// Latest-state reads redone in a hold of the overwrite gate because their key's bucket
+    /// saw a drop above their read point (`membuffer::gate`; mostly false alarms).
+    pub read_retries: StripedCounter,
     /// Drains a writer ran itself because its partition was full.
     pub writer_drains: StripedCounter,
     /// Microseconds writers spent draining.
@@ -308,6 +314,11 @@ impl Counters {
                 "membuffer_moved_versions",
                 load(&self.membuffer.moved_versions),
             ),
+            (
+                "membuffer_dropped_versions",
+                load(&self.membuffer.dropped_versions),
+            ),
+            ("membuffer_read_retries", load(&self.membuffer.read_retries)),
             (
                 "membuffer_writer_drains",
                 load(&self.membuffer.writer_drains),

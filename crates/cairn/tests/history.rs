@@ -631,12 +631,17 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     });
     let stats = db.stats();
     eprintln!(
-        "history: flushes {}, compactions {}, switches {}, rmw conflicts {}, rmw busy {}",
+        "history: flushes {}, compactions {}, switches {}, rmw conflicts {}, rmw busy {}, \
+         membuffer writes {}, moved {}, dropped {}, read retries {}",
         stats.counter("flushes"),
         stats.counter("compactions"),
         stats.counter("memtable_switches"),
         stats.counter("read_modify_write_conflicts"),
-        stats.counter("read_modify_write_busy")
+        stats.counter("read_modify_write_busy"),
+        stats.counter("membuffer_writes"),
+        stats.counter("membuffer_moved_versions"),
+        stats.counter("membuffer_dropped_versions"),
+        stats.counter("membuffer_read_retries")
     );
     assert!(
         stats.counter("flushes") > 0,

@@ -54,12 +54,19 @@ fn options(config: &EngineConfig, name: &str) -> Options {
         .collect();
     match name {
         "cairn-nomembuffer" => options.membuffer_enabled = false,
-        "cairn-membuffer" | "cairn-simpleinsert" => options.membuffer_enabled = true,
+        "cairn-membuffer" | "cairn-simpleinsert" | "cairn-membuffer-move" => {
+            options.membuffer_enabled = true;
+        }
+        "cairn-membuffer-writerdrain" => {
+            options.membuffer_enabled = true;
+            options.membuffer_drainers = 0;
+        }
         _ => {}
     }
     #[cfg(feature = "flodb-variants")]
     {
         options.membuffer_simple_insert = name == "cairn-simpleinsert";
+        options.membuffer_always_move = name == "cairn-membuffer-move";
         options.drop_sealed_memtables = config.drop_sealed;
     }
     options.table_read_mode = if config.mmap_reads {

@@ -259,9 +259,11 @@ pub fn available() -> Vec<&'static str> {
         "cairn-striped",
         "cairn-membuffer",
         "cairn-nomembuffer",
+        "cairn-membuffer-writerdrain",
     ];
     if cfg!(feature = "flodb-variants") {
         names.push("cairn-simpleinsert");
+        names.push("cairn-membuffer-move");
     }
     names.extend(IN_MEMORY);
     if cfg!(feature = "rocksdb") {
@@ -276,12 +278,17 @@ pub fn available() -> Vec<&'static str> {
 /// Checks that `name` is an engine this binary can open.
 pub fn check_name(name: &str) -> Result<()> {
     match name {
-        "cairn" | "cairn-striped" | "cairn-membuffer" | "cairn-nomembuffer" => Ok(()),
-        "cairn-simpleinsert" if cfg!(feature = "flodb-variants") => Ok(()),
-        "cairn-simpleinsert" => Err(BenchError::new(
-            "engine `cairn-simpleinsert` was not compiled in: rebuild with `--features flodb-variants`"
-                .to_string(),
-        )),
+        "cairn"
+        | "cairn-striped"
+        | "cairn-membuffer"
+        | "cairn-nomembuffer"
+        | "cairn-membuffer-writerdrain" => Ok(()),
+        "cairn-simpleinsert" | "cairn-membuffer-move" if cfg!(feature = "flodb-variants") => {
+            Ok(())
+        }
+        "cairn-simpleinsert" | "cairn-membuffer-move" => Err(BenchError::new(format!(
+            "engine `{name}` was not compiled in: rebuild with `--features flodb-variants`"
+        ))),
         name if IN_MEMORY.contains(&name) => Ok(()),
         "rocksdb" if cfg!(feature = "rocksdb") => Ok(()),
         "leveldb" if cfg!(feature = "leveldb") => Ok(()),
@@ -308,12 +315,22 @@ pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
             );
             lines
         }
-        "cairn-membuffer" | "cairn-nomembuffer" | "cairn-simpleinsert" => {
+        "cairn-membuffer"
+        | "cairn-nomembuffer"
+        | "cairn-simpleinsert"
+        | "cairn-membuffer-move"
+        | "cairn-membuffer-writerdrain" => {
             let mut lines = cairn::mapping_for(name, config);
             lines.push(
                 match name {
                     "cairn-nomembuffer" => "memory component: memtable only (Membuffer off)",
                     "cairn-membuffer" => "memory component: Membuffer on, multi-insert drains",
+                    "cairn-membuffer-move" => {
+                        "memory component: Membuffer on, in-place updates always move the old version"
+                    }
+                    "cairn-membuffer-writerdrain" => {
+                        "memory component: Membuffer on, no drainer threads (writers drain)"
+                    }
                     _ => "memory component: Membuffer drained by single inserts (no multi-insert)",
                 }
                 .to_string(),

@@ -88,6 +88,9 @@ pub(super) struct DbInner {
     pub(super) has_sticky_error: AtomicBool,
     pub(super) sticky_error: Mutex<Option<Error>>,
     pub(super) snapshots: Arc<SnapshotList>,
+    /// With the Membuffer on: whether its in-place updates may drop replaced versions, and
+    /// the drop marks latest-state reads validate against (`membuffer::gate`).
+    pub(super) overwrite_gate: Option<Arc<crate::membuffer::OverwriteGate>>,
     pub(super) counters: Counters,
     pub(super) pending_outputs: Mutex<HashSet<u64>>,
     pub(super) compaction_lock: Mutex<()>,

@@ -654,6 +654,9 @@ impl Db {
     /// ```
     #[must_use = "a snapshot pins versions only while it is held"]
     pub fn snapshot(&self) -> Snapshot {
+        // With the Membuffer on, no in-place update drops a version this snapshot could
+        // see: it registers inside a hold of the overwrite gate (`membuffer::gate`).
+        let _hold = self.inner.hold_overwrites();
         self.inner.snapshots.acquire(|| self.inner.read_sequence())
     }
 

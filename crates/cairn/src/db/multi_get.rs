@@ -37,10 +37,34 @@ impl DbInner {
         for key in keys {
             check_key(key)?;
         }
-        let (sequence, super_version) = match sequence {
-            Some(sequence) => (sequence, self.super_version.load()),
-            None => self.read_point(),
+        let Some(sequence) = sequence else {
+            return self.multi_get_latest(keys);
         };
+        self.multi_get_at(&self.super_version.load(), keys, sequence)
+    }
+
+    /// The latest values of `keys`: validated against the Membuffer's drop marks and redone
+    /// in a hold if an in-place update may have dropped one (`read` invariant 3).
+    fn multi_get_latest(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let (sequence, super_version) = self.read_point();
+        self.race_point("get: read point");
+        let answers = self.multi_get_at(&super_version, keys, sequence)?;
+        if !keys.iter().any(|key| self.read_may_be_stale(key, sequence)) {
+            return Ok(answers);
+        }
+        drop(super_version);
+        let _hold = self.hold_for_retry();
+        let (sequence, super_version) = self.read_point();
+        self.multi_get_at(&super_version, keys, sequence)
+    }
+
+    /// The values of `keys` at `sequence` in `super_version`.
+    fn multi_get_at(
+        &self,
+        super_version: &super::SuperVersion,
+        keys: &[&[u8]],
+        sequence: SequenceNumber,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
         let mut answers: Vec<Option<OwnedVersion>> = vec![None; keys.len()];
         let mut pending = Vec::new();
         for (position, (key, answer)) in keys.iter().zip(answers.iter_mut()).enumerate() {

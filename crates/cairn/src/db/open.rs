@@ -103,6 +103,8 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
     let dropped = replay.dropped;
     let written = Arc::new(AtomicU64::new(last_sequence));
     let counters = Counters::default();
+    let snapshots = Arc::new(SnapshotList::default());
+    let overwrite_gate = overwrite_gate(&options, &snapshots);
     let active = if options.read_only {
         read_only_buffer(&replay, &options, &written)?
     } else {
@@ -122,7 +124,7 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
             &written,
         )?;
         debug_assert_eq!(log.first_sequence(), last_sequence + 1);
-        WriteBuffer::for_options(&options, log, &counters.membuffer)
+        WriteBuffer::for_options(&options, log, &counters.membuffer, overwrite_gate.as_ref())
     };
     drop(replay);
     let super_version = SuperVersion {
@@ -151,7 +153,8 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
         background_changed: Condvar::new(),
         has_sticky_error: AtomicBool::new(false),
         sticky_error: Mutex::new(None),
-        snapshots: Arc::new(SnapshotList::default()),
+        snapshots,
+        overwrite_gate,
         counters,
         pending_outputs: Mutex::new(HashSet::new()),
         compaction_lock: Mutex::new(()),
@@ -168,6 +171,19 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
         inner.delete_obsolete_files();
     }
     Ok(inner)
+}
+
+/// The Membuffer's overwrite gate, if the Membuffer is on (and, in the benchmark build, not
+/// told to always move replaced versions).
+fn overwrite_gate(
+    options: &Options,
+    snapshots: &Arc<SnapshotList>,
+) -> Option<Arc<crate::membuffer::OverwriteGate>> {
+    #[cfg(feature = "bench-variants")]
+    let gated = options.membuffer_enabled && !options.membuffer_always_move;
+    #[cfg(not(feature = "bench-variants"))]
+    let gated = options.membuffer_enabled;
+    gated.then(|| Arc::new(crate::membuffer::OverwriteGate::new(Arc::clone(snapshots))))
 }
 
 /// The lock a read-only handle holds: none (invariant 4).

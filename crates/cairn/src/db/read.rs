@@ -12,6 +12,12 @@
 //!    deeper levels.
 //! 2. A read of the latest state uses a sequence >= its super version's `oldest_readable`
 //!    (`read_point`), so nothing it needs was dropped by a flush or compaction.
+//! 3. With the Membuffer on, a read of the latest state is validated after its lookup
+//!    against the drop marks of its keys' buckets (`membuffer::gate`); one that an in-place
+//!    update may have robbed of its version is redone in a hold of the gate, at a later read
+//!    point (the read started before that update was acknowledged, so the later point is
+//!    linearizable). A latest-state iterator holds the gate from before its read point until
+//!    the Membuffer is drained.
 
 use super::inner::DbInner;
 use super::super_version::SuperVersion;
@@ -25,6 +31,7 @@ use crate::snapshot::Snapshot;
 use crate::sstable::pinned::PinnedValue;
 use crate::sstable::reader::TableFound;
 use crate::sstable::Table;
+use crate::stats::Counters;
 use crate::table_cache::{LevelIterator, ScanSource};
 use crate::version::Version;
 use std::sync::Arc;
@@ -132,17 +139,81 @@ impl DbInner {
         sequence: Option<SequenceNumber>,
     ) -> Result<Option<OwnedVersion>> {
         check_key(key)?;
-        // An explicit sequence is a registered snapshot (or, for read-modify-write, above
-        // everything flushed), whose versions flush and compaction keep.
-        let (sequence, super_version) = match sequence {
-            Some(sequence) => (sequence, self.super_version.load()),
-            None => self.read_point(),
+        let Some(sequence) = sequence else {
+            return self.latest_version(key);
         };
+        // An explicit sequence is a registered snapshot (or, for read-modify-write, above
+        // everything flushed), whose versions flush and compaction keep, and which no
+        // Membuffer update drops (`membuffer::gate` invariant 2).
+        self.version_at(&self.super_version.load(), key, sequence)
+    }
+
+    /// The newest version of `key` in the latest state (invariant 3: validated against the
+    /// Membuffer's drop marks, redone in a hold if an update may have dropped it).
+    fn latest_version(&self, key: &[u8]) -> Result<Option<OwnedVersion>> {
+        let (sequence, super_version) = self.read_point();
+        // Tests hold a reader here, between its read point and its lookup (`inner::tests`).
+        self.race_point("get: read point");
+        let found = self.version_at(&super_version, key, sequence)?;
+        if !self.read_may_be_stale(key, sequence) {
+            return Ok(found);
+        }
+        drop(super_version);
+        let _hold = self.hold_for_retry();
+        let (sequence, super_version) = self.read_point();
+        self.version_at(&super_version, key, sequence)
+    }
+
+    /// Whether a Membuffer update above `sequence` may have dropped the version of `key` a
+    /// latest-state read at `sequence` wanted (invariant 3; false with the Membuffer off).
+    /// Called after the read's lookup.
+    #[inline]
+    pub(super) fn read_may_be_stale(&self, key: &[u8], sequence: SequenceNumber) -> bool {
+        self.overwrite_gate.as_ref().is_some_and(|gate| {
+            gate.stale(crate::hashindex::hash_key(key), sequence)
+                .is_some()
+        })
+    }
+
+    /// The hold a latest-state read that may be stale is redone in (counted).
+    pub(super) fn hold_for_retry(&self) -> Option<crate::membuffer::GateHold<'_>> {
+        Counters::add(&self.counters.membuffer.read_retries, 1);
+        self.hold_overwrites()
+    }
+
+    /// The newest version of `key` at or below `sequence` in `super_version`.
+    fn version_at(
+        &self,
+        super_version: &SuperVersion,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<Option<OwnedVersion>> {
         if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
             debug_assert!(version <= sequence, "invariant 1");
             return Ok(Some(memory_version(version, kind, value)));
         }
-        self.tables_version(&super_version, key, sequence)
+        self.tables_version(super_version, key, sequence)
+    }
+
+    /// With the Membuffer on, starts a hold on its overwrite gate and waits until every
+    /// sequence reserved so far is visible: a read point taken next sees every version the
+    /// Membuffer's in-place updates dropped before the hold began, and none is dropped until
+    /// the hold ends (`membuffer::gate`, step 2). None (no wait) with the Membuffer off.
+    pub(super) fn hold_overwrites(&self) -> Option<crate::membuffer::GateHold<'_>> {
+        let gate = self.overwrite_gate.as_ref()?;
+        let hold = gate.hold();
+        let reserved = self
+            .super_version
+            .load()
+            .memory
+            .active()
+            .log()
+            .next_sequence()
+            .saturating_sub(1);
+        // After a sticky error the wait gives up: the failed writes never become visible,
+        // and no write is accepted after them.
+        let _ = self.wait_visible(reserved);
+        Some(hold)
     }
 
     /// The newest version of `key` (any sequence) in `super_version`, with an insert hint
@@ -176,10 +247,34 @@ impl DbInner {
         sequence: Option<SequenceNumber>,
     ) -> Result<Option<PinnedValue>> {
         check_key(key)?;
-        let (sequence, super_version) = match sequence {
-            Some(sequence) => (sequence, self.super_version.load()),
-            None => self.read_point(),
+        let Some(sequence) = sequence else {
+            return self.latest_pinned(key);
         };
+        self.pinned_at(&self.super_version.load(), key, sequence)
+    }
+
+    /// [`DbInner::get_pinned`] of the latest state, validated as `latest_version` is
+    /// (invariant 3).
+    fn latest_pinned(&self, key: &[u8]) -> Result<Option<PinnedValue>> {
+        let (sequence, super_version) = self.read_point();
+        self.race_point("get: read point");
+        let found = self.pinned_at(&super_version, key, sequence)?;
+        if !self.read_may_be_stale(key, sequence) {
+            return Ok(found);
+        }
+        drop(super_version);
+        let _hold = self.hold_for_retry();
+        let (sequence, super_version) = self.read_point();
+        self.pinned_at(&super_version, key, sequence)
+    }
+
+    /// The visible value of `key` at `sequence` in `super_version`, pinned if in a table.
+    fn pinned_at(
+        &self,
+        super_version: &SuperVersion,
+        key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<Option<PinnedValue>> {
         if let Some((version, kind, value)) = super_version.memory.get(key, sequence) {
             debug_assert!(version <= sequence, "invariant 1");
             return Ok(memory_version(version, kind, value)
@@ -254,14 +349,20 @@ impl DbInner {
         if let Some(key) = upper {
             check_key(key)?;
         }
-        let (sequence, super_version) = match snapshot {
-            Some(snapshot) => (snapshot.sequence(), self.super_version.load_full()),
+        // A latest-state iterator holds the overwrite gate until the Membuffer is drained into
+        // the memtable it iterates (`membuffer::gate`, step 2).
+        let (sequence, super_version, hold) = match snapshot {
+            Some(snapshot) => (snapshot.sequence(), self.super_version.load_full(), None),
             None => {
+                let hold = self.hold_overwrites();
                 let (sequence, super_version) = self.read_point();
-                (sequence, arc_swap::Guard::into_inner(super_version))
+                (sequence, arc_swap::Guard::into_inner(super_version), hold)
             }
         };
+        // Tests hold an iterator here, between its read point and the drain.
+        self.race_point("iterator: read point");
         let mut children: Vec<Box<dyn InternalIterator>> = super_version.memory.iterators();
+        drop(hold);
         // Every run (each level-0 file is one) becomes a lazy level iterator: nothing is
         // opened until the merge seeks, and a run costs one reference count, not one per file.
         let version = &super_version.version;

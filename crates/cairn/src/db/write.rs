@@ -91,6 +91,8 @@ impl DbInner {
         // A malformed entry is unreachable after `validate`; if it happens the range must
         // still be finished, or the watermark would stop for every later writer.
         let inserted = reservation.super_version.memory.insert(&batch, first);
+        // Tests hold a writer here, inserted but not yet visible (`inner::tests`).
+        self.race_point("write: inserted");
         let last = first + count - 1;
         debug_assert!(
             first >= 1 && last >= first,
@@ -311,6 +313,7 @@ impl DbInner {
             &self.options,
             log,
             &self.counters.membuffer,
+            self.overwrite_gate.as_ref(),
         ));
         self.install_switch(buffer, fresh);
         debug_assert!(!Arc::ptr_eq(

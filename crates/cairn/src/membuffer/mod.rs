@@ -18,8 +18,10 @@
 //! the version out while pinned, so nothing borrows a table after its pin.
 //!
 //! Write (`insert`, pinned): pick the partition; load its current table; `enter` (fails only if
-//! a drainer sealed it, then reload); insert — a key already in the table has its version moved
-//! to the memtable and is overwritten in place (`table` invariant 1); `exit`; the insert that takes a table past half
+//! a drainer sealed it, then reload); insert — a key already in the table is overwritten in
+//! place (`table` invariant 1), its old version first moved to the memtable or, when the
+//! `gate` allows (no snapshot or scan can want it; latest-state reads validate against the
+//! gate's drop marks), dropped; `exit`; the insert that takes a table past half
 //! full unparks the drainer threads (`drainer`), which drain every half-full partition
 //! whose drain lock is free. A full table: the writer drains the partition itself if nobody
 //! else is (`try_lock` of the partition's drain lock; time counted in stats) and retries
@@ -53,17 +55,24 @@
 //! 1. Every version inserted is, at any moment, in one of: a partition's current table, its
 //!    draining table, or the memtable — and moves only in that order (an in-place update puts
 //!    the old version in the memtable before the record changes: for that instant it is in
-//!    both, which readers tolerate as they take the newer of equal versions).
+//!    both, which readers tolerate as they take the newer of equal versions) — or it was
+//!    dropped by an in-place update the `gate` allowed (`gate` invariants 1 and 2).
 //! 2. A partition's `draining` is non-null only while its drain lock is held.
 //! 3. A table is freed only after no partition points to it and every thread pinned at its
 //!    retirement has unpinned; every access to a table is pinned or by the holder of its
 //!    partition's drain lock (the only thread that retires it). The Membuffer frees the rest
 //!    when it drops.
+//! 4. `live_bytes` is the sum over tables not yet freed of their slot array and their
+//!    accounted arena bytes (added when made and as writers account growth, subtracted when
+//!    freed); it trails the arenas by less than a sixteenth of a table each.
 
 mod boundaries;
 mod drainer;
+mod gate;
 mod record;
 mod table;
+
+pub(crate) use gate::{GateHold, OverwriteGate};
 
 use crate::epoch::EpochTable;
 use crate::key::{SequenceNumber, ValueKind};
@@ -95,6 +104,9 @@ pub(crate) struct MembufferConfig {
     pub drainers: usize,
     /// Where the counters go.
     pub counters: Arc<MembufferCounters>,
+    /// Decides whether an in-place update may drop the version it replaces (`gate`); None:
+    /// every replaced version moves to the memtable.
+    pub gate: Option<Arc<OverwriteGate>>,
 }
 
 /// One key range's tables (see the module documentation).
@@ -121,8 +133,10 @@ pub(crate) struct Membuffer {
     epoch: EpochTable,
     /// Drained tables with the epoch stamp they were retired at, freed once it is safe.
     retired: Mutex<Vec<(u64, *mut Table)>>,
-    /// Bytes of retired tables not yet freed (counted against the write buffer).
-    retired_bytes: AtomicUsize,
+    /// Bytes of the tables not yet freed (current, draining and retired): their slot arrays
+    /// and the arena bytes their writers accounted (`Table::account_growth`) — what the
+    /// write buffer counts for the Membuffer (invariant 4).
+    live_bytes: AtomicUsize,
     /// The drainer threads, unparked when a table passes half full.
     drainers: Mutex<Vec<std::thread::Thread>>,
     /// Set when the buffer is sealed: drainers exit.
@@ -134,7 +148,7 @@ impl std::fmt::Debug for Membuffer {
         formatter
             .debug_struct("Membuffer")
             .field("partitions", &self.layout.get().map(|l| l.partitions.len()))
-            .field("retired_bytes", &self.retired_bytes.load(Ordering::Relaxed))
+            .field("live_bytes", &self.live_bytes.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -154,7 +168,7 @@ impl Membuffer {
             layout: OnceLock::new(),
             epoch: EpochTable::new(),
             retired: Mutex::new(Vec::new()),
-            retired_bytes: AtomicUsize::new(0),
+            live_bytes: AtomicUsize::new(0),
             drainers: Mutex::new(Vec::new()),
             stopped: std::sync::atomic::AtomicBool::new(false),
         }
@@ -221,12 +235,11 @@ impl Membuffer {
         worked
     }
 
-    /// Bytes the write buffer must count for the Membuffer: its whole budget (the current
-    /// tables may fill it at any time) plus the drained tables not yet freed.
+    /// Bytes the write buffer counts for the Membuffer: what its tables not yet freed hold
+    /// (invariant 4), not its budget — a near-empty Membuffer lets the memtable use the rest
+    /// of the write buffer.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.config
-            .budget_bytes
-            .saturating_add(self.retired_bytes.load(Ordering::Relaxed))
+        self.live_bytes.load(Ordering::Relaxed)
     }
 
     /// Versions not yet drained into the memtable (current and draining tables).
@@ -255,17 +268,15 @@ impl Membuffer {
 
     /// A fresh table for one partition, owned by the Membuffer until retired (invariant 3).
     fn new_table(&self, partitions: usize) -> *mut Table {
-        Box::into_raw(Box::new(Table::new(
-            self.config.budget_bytes / partitions.max(1),
-        )))
+        let table = Table::new(self.config.budget_bytes / partitions.max(1));
+        self.live_bytes
+            .fetch_add(table.slot_bytes(), Ordering::Relaxed);
+        Box::into_raw(Box::new(table))
     }
 
     /// Retires a drained table no partition points to any more: it is freed once no pinned
     /// thread can still reach it.
     fn retire(&self, table: *mut Table) {
-        // SAFETY: a live table (the caller unlinked it; nothing frees it before this).
-        let bytes = unsafe { (*table).memory_bytes() };
-        self.retired_bytes.fetch_add(bytes, Ordering::Relaxed);
         let stamp = self.epoch.advance();
         self.retired
             .lock()
@@ -292,8 +303,8 @@ impl Membuffer {
             // unpinned (epoch invariant 2): nobody holds a reference; it was boxed by
             // `new_table` and is freed once (it leaves the list here).
             let table = unsafe { Box::from_raw(table) };
-            self.retired_bytes
-                .fetch_sub(table.memory_bytes(), Ordering::Relaxed);
+            self.live_bytes
+                .fetch_sub(table.counted_bytes(), Ordering::Relaxed);
             false
         });
     }
@@ -339,9 +350,21 @@ impl Membuffer {
         let hash = crate::hashindex::hash_key(key);
         let mut drained = false;
         let mut round = 0;
+        let new_sequence = sequence;
         let mut move_old = |key: &[u8], sequence, kind, value: &[u8]| {
-            memtable.insert(key, sequence, kind, value);
-            self.config.counters.moved_versions.add(1);
+            // `gate` invariant 1: a dropped version's bucket mark is raised before the
+            // record is rewritten.
+            let drop = self
+                .config
+                .gate
+                .as_ref()
+                .is_some_and(|gate| gate.may_drop(hash, sequence, new_sequence));
+            if drop {
+                self.config.counters.dropped_versions.add(1);
+            } else {
+                memtable.insert(key, sequence, kind, value);
+                self.config.counters.moved_versions.add(1);
+            }
         };
         let _pin = self.epoch.pin();
         loop {
@@ -358,6 +381,10 @@ impl Membuffer {
             match put {
                 Put::Done => {
                     self.config.counters.writes.add(1);
+                    let grown = table.account_growth();
+                    if grown > 0 {
+                        self.live_bytes.fetch_add(grown, Ordering::Relaxed);
+                    }
                     if self.config.drainers > 0 && table.take_drain_request() {
                         self.wake_drainers();
                     }

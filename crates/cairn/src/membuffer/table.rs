@@ -20,8 +20,9 @@
 //! 1. A slot goes from null to a record of one key, and is afterwards replaced only by a
 //!    record of the same key (under the old one's lock); a key has one slot. A record's
 //!    sequence only grows, and a version leaves a record (rewrite or replacement) only after
-//!    `move_old` put it in the memtable, so a reader that finds the record above its sequence
-//!    finds the version it wants in the memtable.
+//!    `move_old` disposed of it — put it in the memtable, or dropped it after the Membuffer's
+//!    `gate` recorded the drop — so a reader that finds the record above its sequence finds
+//!    the version it wants in the memtable, or learns from the gate that it must re-read.
 //! 2. After `seal_and_wait` returns, no writer is inside and none will enter: `records`
 //!    sees every version still in the table, and none changes.
 //! 3. `record_count` counts keys (records) whose insert completed (incremented before `exit`).
@@ -41,7 +42,8 @@ const SEALED: u64 = 1 << 63;
 /// The smallest record size assumed when sizing the slot array from a byte budget.
 const RECORD_BYTES_MIN: usize = 64;
 
-/// Where an update puts the version it replaces (the memtable): key, sequence, kind, value.
+/// What an update does with the version it replaces (moves it to the memtable, or drops it
+/// if the gate allows): key, sequence, kind, value.
 pub(super) type MoveOld<'a> = dyn FnMut(&[u8], SequenceNumber, ValueKind, &[u8]) + 'a;
 
 /// What an insert did.
@@ -68,6 +70,8 @@ pub(super) struct Table {
     writers: AtomicU64,
     /// Set once the table passed half full and a drainer was told.
     drain_requested: std::sync::atomic::AtomicBool,
+    /// Arena bytes already counted in the Membuffer's live bytes (`account_growth`).
+    accounted: AtomicUsize,
 }
 
 impl std::fmt::Debug for Table {
@@ -94,7 +98,41 @@ impl Table {
             record_count: AtomicUsize::new(0),
             writers: AtomicU64::new(0),
             drain_requested: std::sync::atomic::AtomicBool::new(false),
+            accounted: AtomicUsize::new(0),
         }
+    }
+
+    /// Bytes of the slot array (allocated whole when the table is made).
+    pub(super) fn slot_bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<usize>()
+    }
+
+    /// Arena bytes grown since the last call that returned non-zero, once they reach a
+    /// sixteenth of the table's limit (so the Membuffer's shared count is written a few
+    /// times per table fill, not per write); exactly one caller gets each growth.
+    pub(super) fn account_growth(&self) -> usize {
+        let published = self.arena.published_bytes();
+        let accounted = self.accounted.load(Ordering::Relaxed);
+        let step = (self.byte_limit / 16).max(4096);
+        if published < accounted.saturating_add(step) {
+            return 0;
+        }
+        match self.accounted.compare_exchange(
+            accounted,
+            published,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => published - accounted,
+            Err(_) => 0,
+        }
+    }
+
+    /// Bytes counted in the Membuffer's live bytes for this table (its slots and the
+    /// accounted arena bytes), to subtract when it is freed. Precondition: no writer is
+    /// inside (sealed), so the count no longer changes.
+    pub(super) fn counted_bytes(&self) -> usize {
+        self.slot_bytes() + self.accounted.load(Ordering::Relaxed)
     }
 
     /// Whether the table is at least half full (of bytes or keys): a drainer should take it.
@@ -108,11 +146,6 @@ impl Table {
         !self.drain_requested.load(Ordering::Relaxed)
             && self.wants_drain()
             && !self.drain_requested.swap(true, Ordering::Relaxed)
-    }
-
-    /// Bytes the table holds: its arena and its slots.
-    pub(super) fn memory_bytes(&self) -> usize {
-        self.arena.allocated_bytes() + self.slots.len() * std::mem::size_of::<usize>()
     }
 
     /// Versions inserted (invariant 3).

@@ -87,11 +87,9 @@ impl WriteBuffer {
         log: Log,
         membuffer: Option<MembufferConfig>,
     ) -> Self {
-        let memtable_bytes = capacity_bytes
-            - membuffer
-                .as_ref()
-                .map_or(0, |config| config.budget_bytes.min(capacity_bytes / 2));
-        let memtable = Arc::new(sized_memtable(memtable_bytes));
+        // Sized for the whole buffer: the Membuffer counts only what it holds (`is_full`), so
+        // with it nearly empty the memtable may fill the buffer.
+        let memtable = Arc::new(sized_memtable(capacity_bytes));
         WriteBuffer {
             membuffer: membuffer.map(|config| Membuffer::start(config, &memtable)),
             memtable,
@@ -108,6 +106,7 @@ impl WriteBuffer {
         options: &crate::options::Options,
         log: Log,
         counters: &Arc<crate::stats::MembufferCounters>,
+        gate: Option<&Arc<crate::membuffer::OverwriteGate>>,
     ) -> Self {
         let capacity_bytes = options.write_buffer_size_bytes;
         let config = options.membuffer_enabled.then(|| {
@@ -125,6 +124,7 @@ impl WriteBuffer {
                 multi_insert: true,
                 drainers: options.membuffer_drainers,
                 counters: Arc::clone(counters),
+                gate: gate.cloned(),
             }
         });
         Self::with_membuffer(capacity_bytes, log, config)
@@ -157,8 +157,8 @@ impl WriteBuffer {
         self.len() == 0
     }
 
-    /// Bytes the buffer occupies (memtable arena, and the Membuffer's budget and drained
-    /// tables).
+    /// Bytes the buffer occupies (memtable arena, and the Membuffer's tables not yet freed:
+    /// what they hold, not the Membuffer's budget).
     pub fn memory_bytes(&self) -> usize {
         self.memtable.memory_bytes() + self.membuffer_bytes()
     }
@@ -169,7 +169,9 @@ impl WriteBuffer {
             .map_or(0, |membuffer| membuffer.memory_bytes())
     }
 
-    /// Whether the buffer holds `limit_bytes` or more and should be sealed.
+    /// Whether the buffer holds `limit_bytes` or more and should be sealed: the memtable's
+    /// bytes plus what the Membuffer's tables really hold (not its budget, so a near-empty
+    /// Membuffer leaves the memtable the rest of the limit).
     pub fn is_full(&self, limit_bytes: usize) -> bool {
         self.memtable.approximate_memory_bytes() + self.membuffer_bytes() >= limit_bytes
     }

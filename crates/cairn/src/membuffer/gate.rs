@@ -1,0 +1,151 @@
+//! `OverwriteGate`: decides whether an in-place update of a Membuffer record may *drop* the
+//! version it replaces instead of moving it into the memtable, and lets readers detect the
+//! one case where a drop could have hidden the version they wanted.
+//!
+//! Why a drop needs care: an update of key `k` from version `o` to `n` runs while `n` is not
+//! yet visible, so every read point handed out until `n` becomes visible is below `n`. A read
+//! of `k` at a point `r` with `o <= r < n` wants `o`: not only reads in flight when the update
+//! runs, but also reads that start after it and before `n` is visible, and reads that reach
+//! the memtable after a drain moved `n` there. So registering in-flight read points is not
+//! enough (reads that start later are not registered yet). Instead:
+//!
+//! 1. **Latest-state reads validate afterwards.** A drop first raises the *drop mark* of the
+//!    key's hash bucket to `n` (`marks`, `fetch_max`), then the record is rewritten. A read
+//!    at `r` that could have missed `o` observed the rewrite (the record, the drained
+//!    memtable or the flushed table holding `n`), so a load of the mark after its lookup
+//!    sees `n > r` (`stale`); it then re-reads in a *hold* (below), at a point at or above
+//!    `n`. A read of the latest state may take a later point: it started before `n` was
+//!    acknowledged. False alarms (another key in the bucket) cost one retry.
+//! 2. **Snapshots and latest-state iterators hold the gate** while they pick their sequence
+//!    (and, for an iterator, until the Membuffer is drained into the memtable it iterates):
+//!    `hold` counts them in `pending`, and the caller then waits until every sequence
+//!    reserved so far is visible before it takes its read point. An update that loaded
+//!    `pending` as zero before the hold began had already reserved its sequence, so the read
+//!    point is at or above it; every later update sees the hold and moves.
+//! 3. **Registered snapshots block drops below them**: an update drops `o` only if no live
+//!    snapshot is at or above `o` (`SnapshotList::newest`).
+//!
+//! Reads at an explicit snapshot never validate: by 2 and 3 no version they can see is
+//! dropped. Read-modify-write validation reads at its own reserved point: a drop there only
+//! makes it report a conflict and retry.
+//!
+//! Thread-safety contract: every method takes `&self` from any thread. Updates (`may_drop`)
+//! load `pending` and the newest snapshot after a `SeqCst` fence and write one mark; readers
+//! load one mark; holds increment and decrement `pending`.
+//!
+//! Invariants:
+//! 1. A version is dropped only when `may_drop` returned true, after it raised its bucket's
+//!    mark to the new version's sequence; marks only grow.
+//! 2. `may_drop` returns false while any hold is active or while a snapshot at or above the
+//!    old version is registered.
+
+use crate::key::SequenceNumber;
+use crate::snapshot::SnapshotList;
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Drop-mark buckets (a power of two): 32 KiB of marks, few enough to stay cached, many
+/// enough that a read rarely shares a bucket with an in-flight drop.
+const MARK_BUCKETS: usize = 4096;
+
+/// See the module documentation.
+#[derive(Debug)]
+pub(crate) struct OverwriteGate {
+    /// Snapshots and iterators choosing their read points (invariant 2).
+    pending: crate::sync::CachePadded<AtomicUsize>,
+    /// Per hash bucket: the highest sequence whose update dropped a version (invariant 1).
+    marks: Box<[AtomicU64]>,
+    snapshots: Arc<SnapshotList>,
+}
+
+/// An active hold (module documentation, step 2); released on drop.
+#[derive(Debug)]
+pub(crate) struct GateHold<'a> {
+    gate: &'a OverwriteGate,
+}
+
+impl Drop for GateHold<'_> {
+    fn drop(&mut self) {
+        self.gate.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl OverwriteGate {
+    /// A gate whose updates respect the snapshots registered in `snapshots`.
+    pub(crate) fn new(snapshots: Arc<SnapshotList>) -> OverwriteGate {
+        OverwriteGate {
+            pending: crate::sync::CachePadded(AtomicUsize::new(0)),
+            marks: (0..MARK_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            snapshots,
+        }
+    }
+
+    fn mark(&self, hash: u64) -> Option<&AtomicU64> {
+        // The hash is folded to `usize` on purpose: the mask keeps only its low bits.
+        #[allow(clippy::cast_possible_truncation)]
+        self.marks.get(hash as usize & (MARK_BUCKETS - 1))
+    }
+
+    /// Whether the update of a key (hash `hash`) from `old` to `new` may drop `old`; if so,
+    /// the bucket's mark is raised first (invariant 1). Called with the record locked,
+    /// before it is rewritten.
+    pub(crate) fn may_drop(&self, hash: u64, old: SequenceNumber, new: SequenceNumber) -> bool {
+        debug_assert!(old < new, "an update is newer than the version it replaces");
+        // Pairs with the fence in `hold`: either this load sees the hold, or the holder's
+        // load of the reserved sequences sees ours (module documentation, step 2).
+        fence(Ordering::SeqCst);
+        if self.pending.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        if self.snapshots.newest().is_some_and(|newest| newest >= old) {
+            return false;
+        }
+        let Some(mark) = self.mark(hash) else {
+            return false;
+        };
+        mark.fetch_max(new, Ordering::AcqRel);
+        true
+    }
+
+    /// Some(mark) if an update above `sequence` may have dropped a version of the key with
+    /// hash `hash`: a read of it at `sequence` must be redone in a hold. Called after the
+    /// read's lookup.
+    pub(crate) fn stale(&self, hash: u64, sequence: SequenceNumber) -> Option<SequenceNumber> {
+        let mark = self.mark(hash)?.load(Ordering::Acquire);
+        (mark > sequence).then_some(mark)
+    }
+
+    /// Starts a hold: no version is dropped until it ends. The caller then waits until every
+    /// sequence reserved so far is visible, and only then takes its read point.
+    pub(crate) fn hold(&self) -> GateHold<'_> {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        GateHold { gate: self }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_and_snapshots_block_drops_and_drops_raise_marks() {
+        let snapshots = Arc::new(SnapshotList::default());
+        let gate = OverwriteGate::new(Arc::clone(&snapshots));
+        assert_eq!(gate.stale(7, 1), None);
+        {
+            let _hold = gate.hold();
+            assert!(!gate.may_drop(7, 5, 9));
+        }
+        assert_eq!(gate.stale(7, 1), None, "a refused drop raises no mark");
+        let snapshot = snapshots.acquire(|| 6);
+        assert!(!gate.may_drop(7, 5, 9), "snapshot 6 sees version 5");
+        assert!(gate.may_drop(7, 7, 9), "no snapshot sees version 7");
+        assert_eq!(gate.stale(7, 8), Some(9));
+        assert_eq!(gate.stale(7, 9), None);
+        assert_eq!(gate.stale(8, 1), None, "another bucket");
+        drop(snapshot);
+        assert!(gate.may_drop(7, 5, 12));
+        assert_eq!(gate.stale(7 + MARK_BUCKETS as u64, 11), Some(12));
+    }
+}
