@@ -151,17 +151,29 @@ impl DbInner {
     /// The newest version of `key` in the latest state (invariant 3: validated against the
     /// Membuffer's drop marks, redone in a hold if an update may have dropped it).
     fn latest_version(&self, key: &[u8]) -> Result<Option<OwnedVersion>> {
+        self.latest(key, |super_version, sequence| {
+            self.version_at(super_version, key, sequence)
+        })
+    }
+
+    /// `lookup` of `key` in the latest state: at a fresh read point, redone in a hold at a
+    /// later one if a Membuffer update may have dropped the version it wanted (invariant 3).
+    fn latest<T>(
+        &self,
+        key: &[u8],
+        lookup: impl Fn(&SuperVersion, SequenceNumber) -> Result<T>,
+    ) -> Result<T> {
         let (sequence, super_version) = self.read_point();
         // Tests hold a reader here, between its read point and its lookup (`inner::tests`).
         self.race_point("get: read point");
-        let found = self.version_at(&super_version, key, sequence)?;
+        let found = lookup(&super_version, sequence)?;
         if !self.read_may_be_stale(key, sequence) {
             return Ok(found);
         }
         drop(super_version);
         let _hold = self.hold_for_retry();
         let (sequence, super_version) = self.read_point();
-        self.version_at(&super_version, key, sequence)
+        lookup(&super_version, sequence)
     }
 
     /// Whether a Membuffer update above `sequence` may have dropped the version of `key` a
@@ -256,16 +268,9 @@ impl DbInner {
     /// [`DbInner::get_pinned`] of the latest state, validated as `latest_version` is
     /// (invariant 3).
     fn latest_pinned(&self, key: &[u8]) -> Result<Option<PinnedValue>> {
-        let (sequence, super_version) = self.read_point();
-        self.race_point("get: read point");
-        let found = self.pinned_at(&super_version, key, sequence)?;
-        if !self.read_may_be_stale(key, sequence) {
-            return Ok(found);
-        }
-        drop(super_version);
-        let _hold = self.hold_for_retry();
-        let (sequence, super_version) = self.read_point();
-        self.pinned_at(&super_version, key, sequence)
+        self.latest(key, |super_version, sequence| {
+            self.pinned_at(super_version, key, sequence)
+        })
     }
 
     /// The visible value of `key` at `sequence` in `super_version`, pinned if in a table.
