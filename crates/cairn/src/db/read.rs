@@ -214,14 +214,7 @@ impl DbInner {
     pub(super) fn hold_overwrites(&self) -> Option<crate::membuffer::GateHold<'_>> {
         let gate = self.overwrite_gate.as_ref()?;
         let hold = gate.hold();
-        let reserved = self
-            .super_version
-            .load()
-            .memory
-            .active()
-            .log()
-            .next_sequence()
-            .saturating_sub(1);
+        let reserved = self.next_unreserved_sequence().saturating_sub(1);
         // After a sticky error the wait gives up: the failed writes never become visible,
         // and no write is accepted after them.
         let _ = self.wait_visible(reserved);

@@ -99,13 +99,7 @@ impl DbInner {
         decide: &mut Decide<'_>,
         attempts: u32,
     ) -> Result<Option<RmwOutcome>> {
-        let horizon = self
-            .super_version
-            .load()
-            .memory
-            .active()
-            .log()
-            .next_sequence();
+        let horizon = self.next_unreserved_sequence();
         debug_assert!(horizon >= 1, "sequence 0 is never handed out");
         self.inserted.wait_for(horizon.saturating_sub(1));
         // Held (a guard, no reference count) until validation: if the super version is still

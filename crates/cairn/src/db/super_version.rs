@@ -27,6 +27,17 @@ pub struct SuperVersion {
 }
 
 impl DbInner {
+    /// The first sequence not yet handed out by the active buffer's log: every sequence below
+    /// it is reserved (visible or on its way). It only grows.
+    pub(super) fn next_unreserved_sequence(&self) -> SequenceNumber {
+        self.super_version
+            .load()
+            .memory
+            .active()
+            .log()
+            .next_sequence()
+    }
+
     /// The sequence to read the latest state at, and a super version that still holds every
     /// version a reader at that sequence needs. A flush or compaction drops versions older
     /// than the newest one below its inputs' largest sequence; a reader that took its

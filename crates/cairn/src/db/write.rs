@@ -139,16 +139,7 @@ impl DbInner {
         }
         // The published watermark never passes a sequence not yet handed out (read before
         // the log bound, which only grows).
-        debug_assert!(
-            self.inserted.get()
-                < self
-                    .super_version
-                    .load()
-                    .memory
-                    .active()
-                    .log()
-                    .next_sequence()
-        );
+        debug_assert!(self.inserted.get() < self.next_unreserved_sequence());
         self.acknowledge(last);
         Ok(())
     }
