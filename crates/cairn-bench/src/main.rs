@@ -137,10 +137,12 @@ struct Args {
     /// 0.5). 1.0, the default here, is random bytes that do not compress.
     #[arg(long = "compression_ratio", default_value_t = 1.0)]
     compression_ratio: f64,
-    /// cairn: read tables through memory mappings (mmap) instead of pread.
-    #[arg(long = "mmap_reads", default_value = "false", num_args = 0..=1,
-          default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
-    mmap_reads: bool,
+    /// Read tables through memory mappings (true) or pread (false): cairn's table_read_mode
+    /// and RocksDB's allow_mmap_reads alike. Absent: each engine's default (cairn: mmap,
+    /// RocksDB: pread).
+    #[arg(long = "mmap_reads", num_args = 0..=1, default_missing_value = "true",
+          value_parser = parse_bool, action = ArgAction::Set)]
+    mmap_reads: Option<bool>,
     /// cairn: threads probing sorted runs concurrently on a point lookup (0: off).
     #[arg(long = "lookup_threads", default_value_t = 0)]
     lookup_threads: usize,
@@ -754,7 +756,7 @@ mod tests {
             compression: ::cairn::Compression::Zstd,
             shape: ShapeConfig::default(),
             drop_sealed: false,
-            mmap_reads: false,
+            mmap_reads: None,
             lookup_threads: 0,
         }
     }

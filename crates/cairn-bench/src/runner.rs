@@ -767,7 +767,8 @@ fn run_phase(
     })
 }
 
-/// Block-cache lookups (hits + misses) per point read, from the phase's counter deltas.
+/// Data blocks per point read (block-cache hits + misses + blocks read in place from mapped
+/// tables), from the phase's counter deltas.
 fn blocks_per_read(measurement: &Measurement, counts_blocks: bool) -> Option<f64> {
     let counter = |name: &str| {
         measurement
@@ -778,12 +779,13 @@ fn blocks_per_read(measurement: &Measurement, counts_blocks: bool) -> Option<f64
     };
     let hits = counter("block_cache_hits");
     let misses = counter("block_cache_misses");
-    if measurement.reads == 0 || (hits.is_none() && misses.is_none()) {
+    let mapped = counter("block_mapped_reads");
+    if measurement.reads == 0 || (hits.is_none() && misses.is_none() && mapped.is_none()) {
         // A phase of reads that touched no block leaves both counters unchanged (and so
         // absent from the deltas): zero blocks per read, if the engine counts them at all.
         return (measurement.reads > 0 && counts_blocks).then_some(0.0);
     }
-    let blocks = hits.unwrap_or(0) + misses.unwrap_or(0);
+    let blocks = hits.unwrap_or(0) + misses.unwrap_or(0) + mapped.unwrap_or(0);
     Some(blocks as f64 / measurement.reads as f64)
 }
 

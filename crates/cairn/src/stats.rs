@@ -201,6 +201,9 @@ pub struct Stats {
     pub block_cache_hits: u64,
     /// Block cache misses.
     pub block_cache_misses: u64,
+    /// Data blocks read in place from memory-mapped tables, past the block cache
+    /// ([`crate::TableReadMode::Mmap`]; the kernel's page cache holds them).
+    pub block_mapped_reads: u64,
     /// Counter values (name, value), in a fixed order.
     pub counters: Vec<(&'static str, u64)>,
 }
@@ -251,8 +254,11 @@ impl fmt::Display for Stats {
         writeln!(formatter, "snapshots: {}", self.snapshots)?;
         writeln!(
             formatter,
-            "block cache: {} bytes, {} hits, {} misses",
-            self.block_cache_bytes, self.block_cache_hits, self.block_cache_misses
+            "block cache: {} bytes, {} hits, {} misses; {} blocks read in place (mapped)",
+            self.block_cache_bytes,
+            self.block_cache_hits,
+            self.block_cache_misses,
+            self.block_mapped_reads
         )?;
         for (name, value) in &self.counters {
             writeln!(formatter, "{name}: {value}")?;

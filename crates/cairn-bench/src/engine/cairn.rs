@@ -69,11 +69,11 @@ fn options(config: &EngineConfig, name: &str) -> Options {
         options.membuffer_always_move = name == "cairn-membuffer-move";
         options.drop_sealed_memtables = config.drop_sealed;
     }
-    options.table_read_mode = if config.mmap_reads {
-        TableReadMode::Mmap
-    } else {
-        TableReadMode::Pread
-    };
+    match config.mmap_reads {
+        Some(true) => options.table_read_mode = TableReadMode::Mmap,
+        Some(false) => options.table_read_mode = TableReadMode::Pread,
+        None => {}
+    }
     options.lookup_threads = config.lookup_threads;
     options
 }
@@ -292,10 +292,12 @@ impl Engine for CairnEngine {
             .into_iter()
             .map(|(name, value)| (name.to_string(), value))
             .collect();
-        // Every data-block access of a read goes through the cache (index and filter are
-        // held in memory), so hits + misses per point read is the blocks it read.
+        // Every data-block access of a read goes through the cache or, on a mapped table,
+        // reads in place (index and filter are held in memory), so hits + misses + mapped
+        // reads per point read is the blocks it read.
         counters.push(("block_cache_hits".to_string(), stats.block_cache_hits));
         counters.push(("block_cache_misses".to_string(), stats.block_cache_misses));
+        counters.push(("block_mapped_reads".to_string(), stats.block_mapped_reads));
         counters
     }
 

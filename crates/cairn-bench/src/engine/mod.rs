@@ -52,8 +52,10 @@ pub struct EngineConfig {
     /// cairn only, feature `flodb-variants`: drop sealed memtables instead of flushing them
     /// (FloDB Fig. 17: the memory component alone).
     pub drop_sealed: bool,
-    /// cairn: read tables through memory mappings instead of `pread`.
-    pub mmap_reads: bool,
+    /// Read tables through memory mappings (`true`) or `pread` (`false`): cairn's
+    /// `TableReadMode`, RocksDB's `allow_mmap_reads`. `None`: each engine's own default
+    /// (cairn: mapped; RocksDB: pread).
+    pub mmap_reads: Option<bool>,
     /// cairn: threads probing sorted runs concurrently (0: off).
     pub lookup_threads: usize,
 }

@@ -51,6 +51,10 @@ pub fn mapping(config: &EngineConfig) -> Vec<String> {
         format!("level0 triggers compaction/slowdown/stop={l0_trigger}/{l0_slowdown}/{l0_stop}"),
         format!("max_background_jobs={BACKGROUND_JOBS}"),
         "verify_checksums=true on reads (RocksDB default)".to_string(),
+        format!(
+            "allow_mmap_reads={} (--mmap_reads; RocksDB's default is false)",
+            config.mmap_reads.unwrap_or(false)
+        ),
         "other options: RocksDB defaults".to_string(),
     ]
 }
@@ -80,6 +84,9 @@ impl RocksEngine {
         options.set_level_zero_slowdown_writes_trigger(clamp_i32(l0_slowdown));
         options.set_level_zero_stop_writes_trigger(clamp_i32(l0_stop));
         options.set_max_background_jobs(BACKGROUND_JOBS);
+        if let Some(mmap_reads) = config.mmap_reads {
+            options.set_allow_mmap_reads(mmap_reads);
+        }
         let db = DB::open(&options, dir)?;
         let mut write_options = WriteOptions::default();
         write_options.set_sync(config.sync);

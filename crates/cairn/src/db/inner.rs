@@ -273,11 +273,11 @@ impl DbInner {
     pub(super) fn stats(&self) -> Stats {
         let super_version = self.super_version.load_full();
         let levels = self.level_stats_of(&super_version.version);
-        let (block_cache_bytes, block_cache_hits, block_cache_misses) =
-            match self.table_cache.block_cache() {
-                Some(cache) => (cache.usage_bytes() as u64, cache.hits(), cache.misses()),
-                None => (0, 0, 0),
-            };
+        let cache = self.table_cache.block_cache();
+        let block_cache_bytes = cache.map_or(0, |cache| cache.usage_bytes() as u64);
+        let block_cache_hits = cache.map_or(0, |cache| cache.hits());
+        let block_cache_misses = cache.map_or(0, |cache| cache.misses());
+        let block_mapped_reads = cache.map_or(0, |cache| cache.mapped_reads());
         let active = super_version.memory.active();
         Stats {
             last_sequence: self.visible(),
@@ -289,6 +289,7 @@ impl DbInner {
             block_cache_bytes,
             block_cache_hits,
             block_cache_misses,
+            block_mapped_reads,
             counters: self.counters.snapshot(),
         }
     }

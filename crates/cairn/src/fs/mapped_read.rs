@@ -17,28 +17,23 @@
 //! number of threads may read at once.
 //!
 //! Invariants:
-//! 1. `base` is null exactly when `size_bytes == 0`; otherwise it maps file bytes
-//!    `[0, size_bytes)` read-only until drop.
+//! 1. `mapping` maps file bytes `[0, size_bytes)` read-only for the file's whole life (the
+//!    mapping itself is [`Mapping`]; blocks borrowed from it hold it past the file's drop).
 //! 2. Every read lies in `[0, size_bytes)` (checked before the copy).
 
+use super::mapping::Mapping;
 use super::RandomAccessFile;
 use crate::error::{Error, Result};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// See the module documentation.
 #[derive(Debug)]
 pub struct MappedRandomAccessFile {
     path: PathBuf,
-    base: *const u8,
+    mapping: Arc<Mapping>,
     size_bytes: u64,
 }
-
-// SAFETY: the mapping is read-only and never written through any pointer (invariant 1), so
-// sharing or sending the pointer cannot race; it is unmapped only in `drop` (owner only).
-unsafe impl Send for MappedRandomAccessFile {}
-// SAFETY: as above: `&self` methods only copy out of immutable memory.
-unsafe impl Sync for MappedRandomAccessFile {}
 
 impl MappedRandomAccessFile {
     /// Maps all of `path` read-only.
@@ -55,54 +50,17 @@ impl MappedRandomAccessFile {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "file too large to map"),
             )
         })?;
-        if length == 0 {
-            return Ok(MappedRandomAccessFile {
-                path: path.to_path_buf(),
-                base: std::ptr::null(),
-                size_bytes,
-            });
-        }
-        // SAFETY: a new read-only shared mapping of the whole file at an address of the
-        // kernel's choosing; checked for MAP_FAILED below. The descriptor may close after
-        // this (the mapping keeps the file referenced).
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(Error::io("mmap", path, std::io::Error::last_os_error()));
-        }
         Ok(MappedRandomAccessFile {
             path: path.to_path_buf(),
-            base: base.cast::<u8>().cast_const(),
+            mapping: Arc::new(Mapping::map(&file, length, path)?),
             size_bytes,
         })
-    }
-
-    /// The mapped bytes (empty for an empty file).
-    fn bytes(&self) -> &[u8] {
-        if self.base.is_null() {
-            return &[];
-        }
-        // `size_bytes` fit in a usize when the file was mapped (`open`).
-        #[allow(clippy::cast_possible_truncation)]
-        let length = self.size_bytes as usize;
-        // SAFETY: `base` maps `length` readable bytes until drop (invariant 1), which cannot
-        // happen while `&self` is borrowed; nothing writes them, and the file is never
-        // truncated while mapped (module doc), so touching any of them cannot fault.
-        unsafe { std::slice::from_raw_parts(self.base, length) }
     }
 }
 
 impl RandomAccessFile for MappedRandomAccessFile {
     fn read_exact_at(&self, offset: u64, buffer: &mut [u8]) -> Result<()> {
-        super::copy_at(self.bytes(), offset, buffer, &self.path)
+        super::copy_at(self.mapping.bytes(), offset, buffer, &self.path)
     }
 
     fn size_bytes(&self) -> u64 {
@@ -112,20 +70,9 @@ impl RandomAccessFile for MappedRandomAccessFile {
     fn path(&self) -> &Path {
         &self.path
     }
-}
 
-impl Drop for MappedRandomAccessFile {
-    fn drop(&mut self) {
-        if self.base.is_null() {
-            return;
-        }
-        #[allow(clippy::cast_possible_truncation)]
-        let length = self.size_bytes as usize;
-        // SAFETY: `base` is the `length`-byte mapping made by `open` (invariant 1), unmapped
-        // once, here; no borrow of it outlives `&self`.
-        unsafe {
-            libc::munmap(self.base.cast_mut().cast(), length);
-        }
+    fn mapping(&self) -> Option<&Arc<Mapping>> {
+        Some(&self.mapping)
     }
 }
 

@@ -5,8 +5,8 @@
 //!
 //! Every file the engine touches (WAL, `SSTable`, MANIFEST, CURRENT, LOCK) is created, read,
 //! renamed, synced and deleted through this trait, so tests can swap in another file system.
-//! Module layering: the traits live here; `std`, `mem`, `mapped` and `fault` depend on them
-//! and never the reverse (this file only declares and re-exports them).
+//! Module layering: the traits live here; `std`, `mem`, `mapped`, `mapping` and `fault` depend
+//! on them and never the reverse (this file only declares and re-exports them).
 //!
 //! Thread-safety contract: a `FileSystem` and every `RandomAccessFile` are `Send + Sync` and may
 //! be used from many threads at once (reads are positional). A `WritableFile` is owned by one
@@ -29,10 +29,13 @@ pub mod fault;
 pub(crate) mod mapped;
 #[cfg(target_os = "linux")]
 pub(crate) mod mapped_read;
+mod mapping;
 mod mem;
 mod std;
 
 pub use self::fault::FaultFs;
+pub(crate) use self::mapping::MappedSlice;
+pub use self::mapping::Mapping;
 pub use self::mem::MemFs;
 pub use self::std::StdFs;
 
@@ -96,6 +99,13 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     fn size_bytes(&self) -> u64;
     /// The path the file was opened from (for error messages).
     fn path(&self) -> &Path;
+    /// The whole file as a read-only memory mapping, where the file is read through one
+    /// (`FileSystem::open_read_mapped` on Linux). A reader may then use the bytes in place
+    /// instead of copying them out. The default, and every wrapper that must see each read
+    /// (such as [`FaultFs`]'s), answers `None`.
+    fn mapping(&self) -> Option<&Arc<Mapping>> {
+        None
+    }
 }
 
 /// A held directory lock; released on drop.

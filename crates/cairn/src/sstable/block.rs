@@ -10,7 +10,8 @@
 //!
 //! Thread-safety contract: [`BlockBuilder`] is owned by one table builder. A [`Block`] is
 //! immutable after construction and shared (`Arc`) between the block cache and any number of
-//! iterators on any threads. A [`BlockIterator`] is owned by one thread; it holds its block by
+//! iterators on any threads. Its bytes are its own buffer, or (an uncompressed block of a
+//! mapped table) a slice of the table's memory mapping that the block holds alive. A [`BlockIterator`] is owned by one thread; it holds its block by
 //! `Arc` (iterators that outlive a lookup) or by reference ([`Block::iter_ref`]: point lookups,
 //! which must not write a shared reference count).
 //!
@@ -31,6 +32,7 @@
 
 use crate::coding::{self, Reader};
 use crate::error::{Error, Result};
+use crate::fs::MappedSlice;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key};
 use std::cmp::Ordering;
@@ -173,9 +175,26 @@ impl BlockOrigin {
     }
 }
 
+/// Where a block's bytes live: its own buffer (read with a copy, or decompressed), or in place
+/// in a table's memory mapping (an uncompressed block of a mapped table: no copy, no cache).
+enum BlockBytes {
+    Owned(Vec<u8>),
+    Mapped(MappedSlice),
+}
+
+impl BlockBytes {
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            BlockBytes::Owned(bytes) => bytes,
+            BlockBytes::Mapped(slice) => slice,
+        }
+    }
+}
+
 /// An immutable, validated block.
 pub struct Block {
-    data: Vec<u8>,
+    data: BlockBytes,
     /// Offset of the restart array = end of the entries.
     data_end: usize,
     restart_count: usize,
@@ -186,7 +205,7 @@ impl fmt::Debug for Block {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct("Block")
-            .field("size_bytes", &self.data.len())
+            .field("size_bytes", &self.data().len())
             .field("restart_count", &self.restart_count)
             .field("origin", &self.origin)
             .finish()
@@ -196,6 +215,17 @@ impl fmt::Debug for Block {
 impl Block {
     /// Validates the restart array of `data` (see invariant 2) and wraps it.
     pub fn new(data: Vec<u8>, origin: BlockOrigin) -> Result<Block> {
+        Block::from_bytes(BlockBytes::Owned(data), origin)
+    }
+
+    /// A block read in place from a table's mapping (see [`crate::fs::Mapping`]): the same
+    /// checks as [`Block::new`], no copy.
+    pub(crate) fn mapped(data: MappedSlice, origin: BlockOrigin) -> Result<Block> {
+        Block::from_bytes(BlockBytes::Mapped(data), origin)
+    }
+
+    fn from_bytes(bytes: BlockBytes, origin: BlockOrigin) -> Result<Block> {
+        let data = bytes.as_slice();
         let length = data.len();
         let Some(count_offset) = length.checked_sub(4) else {
             return Err(origin.corruption(0, &format!("block of {length} bytes is too short")));
@@ -230,7 +260,7 @@ impl Block {
             previous = Some(restart);
         }
         Ok(Block {
-            data,
+            data: bytes,
             data_end,
             restart_count,
             origin,
@@ -239,7 +269,12 @@ impl Block {
 
     /// Bytes held (the raw block including its restart array).
     pub fn size_bytes(&self) -> usize {
-        self.data.len()
+        self.data().len()
+    }
+
+    #[inline]
+    fn data(&self) -> &[u8] {
+        self.data.as_slice()
     }
 
     /// Where the block came from.
@@ -250,7 +285,7 @@ impl Block {
     /// The raw bytes `range` of the block (`None` if out of bounds): a value's bytes, by the
     /// range its iterator reported ([`BlockIterator::value_range`]).
     pub fn bytes(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
-        self.data.get(range)
+        self.data().get(range)
     }
 
     /// An unpositioned iterator over the block.
@@ -264,13 +299,13 @@ impl Block {
     }
 
     fn restart_point(&self, index: usize) -> usize {
-        coding::get_u32(&self.data, self.data_end + index * 4)
+        coding::get_u32(self.data(), self.data_end + index * 4)
             .map_or(self.data_end, |offset| offset as usize)
     }
 
     /// The entries area.
     fn entries(&self) -> &[u8] {
-        self.data.get(..self.data_end).unwrap_or_default()
+        self.data().get(..self.data_end).unwrap_or_default()
     }
 
     /// Decodes the entry header at `offset`, bounds-checking every length.
@@ -300,15 +335,15 @@ impl Block {
     /// `index` read without a scan.
     pub fn restart_entry(&self, index: usize) -> Option<(&[u8], &[u8])> {
         let entry = self.decode_entry(self.restart_point(index))?;
-        let key = self.data.get(entry.key_delta.0..entry.key_delta.1)?;
-        let value = self.data.get(entry.value.0..entry.value.1)?;
+        let key = self.data().get(entry.key_delta.0..entry.key_delta.1)?;
+        let value = self.data().get(entry.value.0..entry.value.1)?;
         (entry.shared == 0 && parse_internal_key(key).is_some()).then_some((key, value))
     }
 
     /// The full key stored at restart point `index`.
     fn restart_key(&self, index: usize) -> Option<&[u8]> {
         let entry = self.decode_entry(self.restart_point(index))?;
-        let key = self.data.get(entry.key_delta.0..entry.key_delta.1)?;
+        let key = self.data().get(entry.key_delta.0..entry.key_delta.1)?;
         (entry.shared == 0 && parse_internal_key(key).is_some()).then_some(key)
     }
 }
@@ -392,6 +427,20 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
         self.current = self.next_offset;
     }
 
+    /// Positions at the entry of restart point `index`, found by other means than this
+    /// iterator's binary search (a table's fence pointers); past the end when `index` is
+    /// `None` or out of range. Same result as a `seek` to that entry's key.
+    pub fn seek_to_restart_entry(&mut self, index: Option<usize>) {
+        self.error = None;
+        match index {
+            Some(index) if index < self.block.restart_count => {
+                self.seek_to_restart(index);
+                self.parse_next();
+            }
+            _ => self.mark_end(),
+        }
+    }
+
     /// Decodes the entry at `next_offset`; false at the end of the block or on corruption.
     fn parse_next(&mut self) -> bool {
         self.current = self.next_offset;
@@ -426,7 +475,7 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
         self.key.truncate(entry.shared);
         let delta = self
             .block
-            .data
+            .data()
             .get(entry.key_delta.0..entry.key_delta.1)
             .unwrap_or_default();
         self.key.extend_from_slice(delta);
@@ -508,7 +557,7 @@ impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIterator<B> {
 
     fn value(&self) -> &[u8] {
         self.block
-            .data
+            .data()
             .get(self.value.0..self.value.1)
             .unwrap_or_default()
     }

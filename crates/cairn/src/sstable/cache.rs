@@ -208,6 +208,8 @@ pub struct BlockCache {
     epoch: EpochTable,
     hits: StripedCounter,
     misses: StripedCounter,
+    /// Blocks read in place from mapped tables, past the cache (statistics only).
+    mapped_reads: StripedCounter,
     next_id: AtomicU64,
 }
 
@@ -225,6 +227,7 @@ impl BlockCache {
             epoch: EpochTable::new(),
             hits: StripedCounter::default(),
             misses: StripedCounter::default(),
+            mapped_reads: StripedCounter::default(),
             next_id: AtomicU64::new(1),
         }
     }
@@ -359,6 +362,17 @@ impl BlockCache {
     /// Lookups that did not.
     pub fn misses(&self) -> u64 {
         self.misses.get()
+    }
+
+    /// Counts a block a mapped table read in place without the cache (such blocks are never
+    /// cached: the page cache already holds them).
+    pub fn note_mapped_read(&self) {
+        self.mapped_reads.add(1);
+    }
+
+    /// Blocks read in place from mapped tables.
+    pub fn mapped_reads(&self) -> u64 {
+        self.mapped_reads.get()
     }
 
     #[cfg(test)]

@@ -1,4 +1,4 @@
-//! [`Fences`]: the index block's fence keys condensed for point lookups — the first 8 bytes
+//! [`Fences`]: the index block's fence keys condensed for point lookups and iterator seeks — the first 8 bytes
 //! of each fence's user key as one big-endian `u64`, in one dense array.
 //!
 //! A point lookup finds the one data block that may hold its key by a binary search over the

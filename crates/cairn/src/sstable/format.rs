@@ -22,6 +22,8 @@
 use crate::coding::{self, Reader};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
+use std::ops::Range;
+use std::path::Path;
 
 /// How data blocks are compressed on disk (the block's kind byte records which, so a table
 /// written with one setting reads back under any other). `Options::compression` sets it for
@@ -359,13 +361,7 @@ pub fn read_block_contents(
     file.read_exact_at(handle.offset, &mut buffer)?;
     let kind = buffer.get(stored_size).copied().unwrap_or(u8::MAX);
     if verify {
-        let stored_crc = coding::get_u32(&buffer, stored_size + 1).unwrap_or(0);
-        let actual_crc = coding::masked_crc(buffer.get(..=stored_size).unwrap_or_default());
-        if stored_crc != actual_crc {
-            return Err(corrupt(format!(
-                "block checksum mismatch (stored {stored_crc:#010x}, computed {actual_crc:#010x})"
-            )));
-        }
+        verify_block_crc(&buffer, stored_size, &corrupt)?;
     }
     buffer.truncate(stored_size);
     match kind {
@@ -404,6 +400,56 @@ pub fn read_block_contents(
         }),
         other => Err(corrupt(format!("unknown block compression kind {other}"))),
     }
+}
+
+/// Checks the trailer checksum of `block` (stored bytes then trailer) against its bytes and
+/// kind.
+fn verify_block_crc(
+    block: &[u8],
+    stored_size: usize,
+    corrupt: &impl Fn(String) -> Error,
+) -> Result<()> {
+    let stored_crc = coding::get_u32(block, stored_size + 1).unwrap_or(0);
+    let actual_crc = coding::masked_crc(block.get(..=stored_size).unwrap_or_default());
+    if stored_crc != actual_crc {
+        return Err(corrupt(format!(
+            "block checksum mismatch (stored {stored_crc:#010x}, computed {actual_crc:#010x})"
+        )));
+    }
+    Ok(())
+}
+
+/// The uncompressed block at `handle` of a mapped table, checked as [`read_block_contents`]
+/// checks a block it reads (bounds, and the checksum when `verify` is set): its bytes' range
+/// in `file_bytes`, to be used in place. `None` if the block is stored compressed: it must be
+/// read and decompressed instead.
+pub fn mapped_block_range(
+    file_bytes: &[u8],
+    handle: BlockHandle,
+    verify: bool,
+    path: &Path,
+) -> Result<Option<Range<usize>>> {
+    let corrupt = |reason: String| Error::corruption(path, handle.offset, reason);
+    let past_end = || {
+        corrupt(format!(
+            "block handle {handle:?} extends past the end of the file ({} bytes)",
+            file_bytes.len()
+        ))
+    };
+    let start = usize::try_from(handle.offset).map_err(|_| past_end())?;
+    let stored_size = usize::try_from(handle.size).map_err(|_| past_end())?;
+    let end = stored_size
+        .checked_add(BLOCK_TRAILER_BYTES)
+        .and_then(|length| start.checked_add(length))
+        .ok_or_else(past_end)?;
+    let block = file_bytes.get(start..end).ok_or_else(past_end)?;
+    if block.get(stored_size).copied() != Some(KIND_NONE) {
+        return Ok(None);
+    }
+    if verify {
+        verify_block_crc(block, stored_size, &corrupt)?;
+    }
+    Ok(Some(start..start + stored_size))
 }
 
 #[cfg(test)]

@@ -26,10 +26,10 @@ use super::block::{Block, BlockIterator, BlockOrigin};
 use super::bloom::BloomFilter;
 use super::cache::BlockCache;
 use super::fences::Fences;
-use super::format::{read_block_contents, BlockHandle, Footer, FOOTER_BYTES};
+use super::format::{mapped_block_range, read_block_contents, BlockHandle, Footer, FOOTER_BYTES};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
-use crate::fs::RandomAccessFile;
+use crate::fs::{MappedSlice, Mapping, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber, ValueKind};
 use crate::sstable::pinned::PinnedValue;
@@ -43,6 +43,9 @@ use std::sync::Arc;
 /// An open `SSTable`.
 pub struct Table {
     file: Arc<dyn RandomAccessFile>,
+    /// The file's memory mapping, if it is read through one: uncompressed data blocks are
+    /// then parsed in place (no copy, never cached).
+    mapping: Option<Arc<Mapping>>,
     path: Arc<Path>,
     file_number: u64,
     cache: Option<Arc<BlockCache>>,
@@ -105,6 +108,7 @@ impl Table {
         let cache_id = cache.as_ref().map_or(0, |cache| cache.new_id());
         Ok(Table {
             fences,
+            mapping: file.mapping().cloned(),
             file,
             path,
             file_number,
@@ -156,6 +160,9 @@ impl Table {
         let Some(handle) = self.index_lookup(lookup_key)? else {
             return Ok(None);
         };
+        if let Some(block) = self.mapped_data_block(handle)? {
+            return self.find_in_block(&block, handle, lookup_key, user_key, &extract);
+        }
         // A cache hit is searched in place: no lock, and no reference count unless `extract`
         // takes one.
         if let Some(cache) = &self.cache {
@@ -368,12 +375,48 @@ impl Table {
 
     /// The data block at `handle`, from the cache or the file.
     fn read_data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        if let Some(block) = self.mapped_data_block(handle)? {
+            return Ok(block);
+        }
         if let Some(cache) = &self.cache {
             if let Some(block) = cache.get(self.cache_id, handle.offset) {
                 return Ok(block);
             }
         }
         self.load_data_block(handle, fill_cache)
+    }
+
+    /// The data block at `handle` parsed in place from the table's mapping; `None` if the
+    /// table is not mapped or the block is stored compressed (it is then read, decompressed
+    /// and cached as from an unmapped table). Mapped blocks skip the block cache: the page
+    /// cache already holds their bytes, and caching would cost a lock and an eviction per
+    /// read to save nothing.
+    fn mapped_data_block(&self, handle: BlockHandle) -> Result<Option<Arc<Block>>> {
+        let Some(mapping) = &self.mapping else {
+            return Ok(None);
+        };
+        let bytes = mapping.bytes();
+        let Some(range) = mapped_block_range(bytes, handle, self.verify_checksums, &self.path)?
+        else {
+            return Ok(None);
+        };
+        // `mapped_block_range` checked the range against these very bytes.
+        let Some(slice) = MappedSlice::new(mapping, range) else {
+            return Err(Error::Internal(format!(
+                "checked block {handle:?} is outside the mapping of {}",
+                self.path.display()
+            )));
+        };
+        let origin = BlockOrigin {
+            file: Arc::clone(&self.path),
+            offset: handle.offset,
+            compressed: false,
+        };
+        let block = Block::mapped(slice, origin)?;
+        if let Some(cache) = &self.cache {
+            cache.note_mapped_read();
+        }
+        Ok(Some(Arc::new(block)))
     }
 
     /// The data block at `handle`, read from the file (and cached if `fill_cache`).
@@ -698,7 +741,15 @@ impl InternalIterator for TableIterator {
 
     fn seek(&mut self, target: &[u8]) {
         self.error = None;
-        self.index.seek(target);
+        // The fence pointers find the block as a point lookup does (a search over a dense
+        // array of key prefixes) instead of a binary search over the index block's entries,
+        // each a cache miss and a key decode.
+        match &self.table.fences {
+            Some(fences) => self
+                .index
+                .seek_to_restart_entry(fences.seek(&self.table.index, target)),
+            None => self.index.seek(target),
+        }
         if self.init_data_block() {
             if let Some(data) = &mut self.data {
                 data.seek(target);

@@ -355,7 +355,11 @@ fn read_everything(
     verify: bool,
     entries: &Entries,
 ) -> crate::Result<bool> {
-    let table = open(fs, path, None, verify)?;
+    read_table(&open(fs, path, None, verify)?, entries)
+}
+
+/// [`read_everything`]'s reads on an open table.
+fn read_table(table: &Arc<Table>, entries: &Entries) -> crate::Result<bool> {
     let mut iter = table.iter();
     let forward = collect_forward(&mut iter)?;
     let backward = collect_backward(&mut iter)?;
@@ -367,6 +371,78 @@ fn read_everything(
         same &= found == Some((parsed.sequence, parsed.kind, value.clone()));
     }
     Ok(same)
+}
+
+/// A table file whose bytes, written to a real file, are opened through a memory mapping
+/// ([`crate::fs::Mapping`]): uncompressed data blocks are then read in place.
+#[cfg(target_os = "linux")]
+struct MappedCopy {
+    directory: std::path::PathBuf,
+}
+
+#[cfg(target_os = "linux")]
+impl MappedCopy {
+    fn new(name: &str) -> MappedCopy {
+        let directory = std::env::temp_dir().join(format!(
+            "cairn-sstable-mapped-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).unwrap();
+        MappedCopy { directory }
+    }
+
+    /// Writes `bytes` as a fresh file (never rewriting one that may still be mapped) and opens
+    /// it mapped.
+    fn open(&self, bytes: &[u8], cache: Option<Arc<BlockCache>>, verify: bool) -> crate::Result<Arc<Table>> {
+        let path = self.directory.join("000042.sst");
+        let _ = std::fs::remove_file(&path);
+        std::fs::write(&path, bytes).unwrap();
+        let file = crate::fs::StdFs.open_read_mapped(&path)?;
+        assert!(file.mapping().is_some());
+        Table::open(file, 42, cache, verify).map(Arc::new)
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for MappedCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.directory);
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn mapped_tables_read_blocks_in_place_and_keep_them_alive() {
+    let fs = MemFs::new();
+    let path = Path::new("/db/000042.sst");
+    let mut rng = SmallRng::seed_from_u64(42);
+    let entries = random_entries(&mut rng, 20_000, false);
+    build(&fs, path, &entries, TableOptions::default());
+    let copy = MappedCopy::new("in-place");
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let table = copy
+        .open(&fs.file_contents(path).unwrap(), Some(Arc::clone(&cache)), true)
+        .unwrap();
+    check_point_lookups(&table, &entries, &mut rng);
+    let mut iter = table.iter();
+    assert_eq!(collect_forward(&mut iter).unwrap(), entries);
+    assert_eq!(collect_backward(&mut iter).unwrap(), entries);
+    check_seek_walks(&mut iter, &entries, &mut rng);
+    // Every block was read in place: none went through (or into) the cache.
+    assert!(cache.mapped_reads() > 0);
+    assert_eq!((cache.hits(), cache.misses(), cache.usage_bytes()), (0, 0, 0));
+    // A pinned value and a positioned iterator outlive the table, its file and its name.
+    let (key, value) = &entries[entries.len() / 2];
+    let parsed = parse_internal_key(key).unwrap();
+    let lookup = internal_key(parsed.user_key, parsed.sequence, ValueKind::SEEK);
+    let (_, _, pinned) = table.get_pinned(&lookup).unwrap().unwrap();
+    iter.seek(key);
+    drop(table);
+    drop(copy);
+    assert_eq!(&*pinned, value.as_slice());
+    assert!(iter.valid());
+    assert_eq!((iter.key(), iter.value()), (key.as_slice(), value.as_slice()));
 }
 
 fn check_every_bit_flip(compression: Compression) {
@@ -401,6 +477,7 @@ fn check_every_bit_flip(compression: Compression) {
         if read_everything(&fs, path, false, &entries).is_err() {
             unverified_detected += 1;
         }
+        check_flip_when_mapped(&fs.file_contents(path).unwrap(), bit, &entries);
     }
     println!(
         "bit flips ({compression:?}): {detected} of {} detected with checksums, {unverified_detected} without",
@@ -409,6 +486,27 @@ fn check_every_bit_flip(compression: Compression) {
     // Every byte of the file is covered by a block checksum or the footer checksum.
     assert_eq!(detected, original.len() * 8);
 }
+
+/// Reading the flipped file through a mapping (blocks read in place) is an error exactly
+/// when reading it with copies is: corruption, never wrong data or a panic.
+#[cfg(target_os = "linux")]
+fn check_flip_when_mapped(bytes: &[u8], bit: usize, entries: &Entries) {
+    thread_local! {
+        static COPY: MappedCopy = MappedCopy::new(&format!("flips-{:?}", std::thread::current().id()));
+    }
+    COPY.with(|copy| {
+        let read = copy
+            .open(bytes, None, true)
+            .and_then(|table| read_table(&table, entries));
+        match read {
+            Err(error) => assert!(error.is_corruption(), "mapped, bit {bit}: {error}"),
+            Ok(same) => assert!(same, "mapped, bit {bit}: flip returned wrong data"),
+        }
+    });
+}
+
+#[cfg(not(target_os = "linux"))]
+fn check_flip_when_mapped(_bytes: &[u8], _bit: usize, _entries: &Entries) {}
 
 #[test]
 fn every_bit_flip_is_detected() {
