@@ -4,6 +4,7 @@
 //! name; warm-up, then repetitions interleaved across engines; medians, min–max, ratios to the
 //! first engine; a table, JSON and PNG plots. See `bench/README.md`.
 
+mod db_root;
 mod engine;
 mod error;
 mod keys;
@@ -14,6 +15,7 @@ mod runner;
 mod workloads;
 
 use clap::{ArgAction, Parser};
+use db_root::DbRoot;
 use engine::{EngineConfig, ShapeConfig};
 use error::{BenchError, Context, Result};
 use hdrhistogram::Histogram;
@@ -201,9 +203,10 @@ struct Args {
     /// cairn: background compaction threads.
     #[arg(long = "compaction_threads", default_value_t = 1)]
     compaction_threads: usize,
-    /// Directory under which each engine's database is created (wiped before each run).
-    #[arg(long, default_value = "/tmp/cairn-bench-db")]
-    db: PathBuf,
+    /// Directory under which each engine's database is created (wiped before each run;
+    /// default /tmp/cairn-bench-db).
+    #[arg(long)]
+    db: Option<PathBuf>,
     /// Directory for results.json and the PNG plots.
     #[arg(long, default_value = "cairn-bench-out")]
     out: PathBuf,
@@ -532,13 +535,13 @@ fn run(args: Args) -> Result<()> {
             }
         }
     }
+    let db_root = DbRoot::acquire(args.db.as_deref())?;
     let context = RunContext {
         config: &config,
         workloads: &workloads,
-        db_root: &args.db,
+        db_root: db_root.path(),
         progress: args.progress,
     };
-    std::fs::create_dir_all(&args.db).context(format!("creating {}", args.db.display()))?;
 
     if args.warmup {
         let warm = Params {
