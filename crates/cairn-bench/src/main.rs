@@ -203,8 +203,11 @@ struct Args {
     /// cairn: background compaction threads.
     #[arg(long = "compaction_threads", default_value_t = 1)]
     compaction_threads: usize,
-    /// Directory under which each engine's database is created (wiped before each run;
-    /// default /tmp/cairn-bench-db).
+    /// Directory under which each engine's database is created, in a subdirectory wiped
+    /// before and removed after each run. Default: a fresh directory private to this process
+    /// under the system temporary directory (TMPDIR), removed at the end. A named directory
+    /// is locked for the run (DIR.cairn-bench-lock beside it) and kept; a second cairn-bench
+    /// naming it meanwhile is refused without touching it.
     #[arg(long)]
     db: Option<PathBuf>,
     /// Directory for results.json and the PNG plots.
@@ -486,6 +489,8 @@ fn run(args: Args) -> Result<()> {
             "--drop_sealed needs a build with `--features flodb-variants`".to_string(),
         ));
     }
+    // Held before anything under it is removed, until the end of the run.
+    let db_root = DbRoot::acquire(args.db.as_deref())?;
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let date = report::utc_now();
@@ -511,6 +516,7 @@ fn run(args: Args) -> Result<()> {
         args.warmup,
         params.seed
     );
+    println!("databases: {}", db_root.describe());
     let mapping: Vec<(String, Vec<String>)> = engines
         .iter()
         .map(|name| (name.clone(), engine::mapping(name, &config)))
@@ -535,7 +541,6 @@ fn run(args: Args) -> Result<()> {
             }
         }
     }
-    let db_root = DbRoot::acquire(args.db.as_deref())?;
     let context = RunContext {
         config: &config,
         workloads: &workloads,
