@@ -203,11 +203,11 @@ struct Args {
     /// cairn: background compaction threads.
     #[arg(long = "compaction_threads", default_value_t = 1)]
     compaction_threads: usize,
-    /// Directory under which each engine's database is created, in a subdirectory wiped
-    /// before and removed after each run. Default: a fresh directory private to this process
-    /// under the system temporary directory (TMPDIR), removed at the end. A named directory
-    /// is locked for the run (DIR.cairn-bench-lock beside it) and kept; a second cairn-bench
-    /// naming it meanwhile is refused without touching it.
+    /// Directory under which each engine's database is created (a subdirectory per engine,
+    /// wiped before and removed after each of its sequences). Default: a fresh directory
+    /// private to this process under the system temporary directory (TMPDIR), removed at
+    /// the end. A named directory is locked for the run (DIR.cairn-bench-lock beside it) and
+    /// kept; another cairn-bench naming it meanwhile is refused without touching it.
     #[arg(long)]
     db: Option<PathBuf>,
     /// Directory for results.json and the PNG plots.
