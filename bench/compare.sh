@@ -9,6 +9,9 @@
 # repetition's new/old throughput ratio with both runs' placement tags, and the paired median.
 # "No regression" in this project means a paired median >= 0.95 over >= 5 repetitions.
 # Results (every run's JSON and the summary) go to $COMPARE_OUT (default /tmp/cairn-compare).
+# Every run gets its own database directory (mktemp -d, removed after it) unless the
+# cairn-bench args name a --db: an OLD_REV from before private default roots would otherwise
+# share /tmp/cairn-bench-db with any other run on the machine and wipe its tables.
 set -euo pipefail
 usage() { echo "usage: $0 OLD_REV NEW_REV [-n REPS] -- <cairn-bench args>" >&2; exit 2; }
 [[ $# -ge 2 ]] || usage
@@ -48,9 +51,23 @@ new_bin=$(build "$new_rev")
 echo "old $old_rev: $old_bin" >&2
 echo "new $new_rev: $new_bin" >&2
 
+own_db=true
+for arg in ${bench_args[@]+"${bench_args[@]}"}; do
+  if [[ $arg == --db || $arg == --db=* ]]; then own_db=false; fi
+done
+db_dir=""
+trap 'if [[ -n $db_dir ]]; then rm -rf "$db_dir"; fi' EXIT
+
 run() { # run SIDE REP BIN
-  "$3" --engines cairn --repetitions 1 --no_plots --progress false "${bench_args[@]}" \
+  local db=()
+  if $own_db; then
+    db_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-compare-db.XXXXXX")
+    db=(--db "$db_dir")
+  fi
+  "$3" --engines cairn --repetitions 1 --no_plots --progress false ${db[@]+"${db[@]}"} \
+    ${bench_args[@]+"${bench_args[@]}"} \
     --out "$out/$1-$2" --json "$out/$1-$2.json" > "$out/$1-$2.txt" 2>&1
+  if [[ -n $db_dir ]]; then rm -rf "$db_dir"; db_dir=""; fi
 }
 for ((rep = 1; rep <= reps; rep++)); do
   if ((rep % 2)); then run old "$rep" "$old_bin"; run new "$rep" "$new_bin"

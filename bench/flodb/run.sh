@@ -7,7 +7,8 @@
 #   CAIRN_BENCH  release cairn-bench built with `--features rocksdb,leveldb,flodb-variants`
 #                (default: target/release/cairn-bench)
 #   REPS         measured repetitions per cell (default 3; engines interleaved)
-#   DB_DIR       where the databases go (default /tmp/cairn-flodb-bench, wiped per run)
+#   DB_DIR       where the databases go, wiped after each run (default: a fresh mktemp -d
+#                per run, so two of these scripts never share one)
 #   EXTRA        extra cairn-bench flags appended to every command
 #   BUDGETS      budgets in MiB to run instead of the figure's grid (e.g. "4096 1024")
 #   FIG17_NUM    keys of the Fig. 17 fill (default 20000000)
@@ -22,7 +23,7 @@ FIGURE="${1:-all}"
 OUT="${2:-bench/results/2026-11-26-flodb}"
 BIN="${CAIRN_BENCH:-target/release/cairn-bench}"
 REPS="${REPS:-3}"
-DB_DIR="${DB_DIR:-/tmp/cairn-flodb-bench}"
+DB_DIR="${DB_DIR:-}"
 EXTRA="${EXTRA:-}"
 MIB=$((1 << 20))
 PEERS="${PEERS-rocksdb}"
@@ -34,12 +35,13 @@ run() { # run FIGURE BUDGET_LABEL cairn-bench-args...
   local figure="$1" label="$2"
   shift 2
   local dir="$OUT/$figure/$label"
+  local db="${DB_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cairn-flodb-db.XXXXXX")}"
   mkdir -p "$dir"
   echo "== $figure $label: $BIN $* --repetitions $REPS $EXTRA" | tee "$dir/run.log"
   # shellcheck disable=SC2086
-  "$BIN" "$@" --repetitions "$REPS" --db "$DB_DIR" --out "$dir" --no_plots --progress false \
+  "$BIN" "$@" --repetitions "$REPS" --db "$db" --out "$dir" --no_plots --progress false \
     $EXTRA 2>&1 | tee -a "$dir/run.log"
-  rm -rf "$DB_DIR"
+  rm -rf "$db"
 }
 
 # FloDB Fig. 17: the memory component alone (WAL off, sealed memtables dropped), 20 M keys of

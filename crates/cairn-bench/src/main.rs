@@ -4,6 +4,7 @@
 //! name; warm-up, then repetitions interleaved across engines; medians, min–max, ratios to the
 //! first engine; a table, JSON and PNG plots. See `bench/README.md`.
 
+mod db_root;
 mod engine;
 mod error;
 mod keys;
@@ -14,6 +15,7 @@ mod runner;
 mod workloads;
 
 use clap::{ArgAction, Parser};
+use db_root::DbRoot;
 use engine::{EngineConfig, ShapeConfig};
 use error::{BenchError, Context, Result};
 use hdrhistogram::Histogram;
@@ -203,9 +205,13 @@ struct Args {
     /// cairn: background compaction threads.
     #[arg(long = "compaction_threads", default_value_t = 1)]
     compaction_threads: usize,
-    /// Directory under which each engine's database is created (wiped before each run).
-    #[arg(long, default_value = "/tmp/cairn-bench-db")]
-    db: PathBuf,
+    /// Directory under which each engine's database is created (a subdirectory per engine,
+    /// wiped before and removed after each of its sequences). Default: a fresh directory
+    /// private to this process under the system temporary directory (TMPDIR), removed at
+    /// the end. A named directory is locked for the run (DIR.cairn-bench-lock beside it) and
+    /// kept; another cairn-bench naming it meanwhile is refused without touching it.
+    #[arg(long)]
+    db: Option<PathBuf>,
     /// Directory for results.json and the PNG plots.
     #[arg(long, default_value = "cairn-bench-out")]
     out: PathBuf,
@@ -485,6 +491,8 @@ fn run(args: Args) -> Result<()> {
             "--drop_sealed needs a build with `--features flodb-variants`".to_string(),
         ));
     }
+    // Held before anything under it is removed, until the end of the run.
+    let db_root = DbRoot::acquire(args.db.as_deref())?;
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let date = report::utc_now();
@@ -510,6 +518,7 @@ fn run(args: Args) -> Result<()> {
         args.warmup,
         params.seed
     );
+    println!("databases: {}", db_root.describe());
     let mapping: Vec<(String, Vec<String>)> = engines
         .iter()
         .map(|name| (name.clone(), engine::mapping(name, &config)))
@@ -537,10 +546,9 @@ fn run(args: Args) -> Result<()> {
     let context = RunContext {
         config: &config,
         workloads: &workloads,
-        db_root: &args.db,
+        db_root: db_root.path(),
         progress: args.progress,
     };
-    std::fs::create_dir_all(&args.db).context(format!("creating {}", args.db.display()))?;
 
     if args.warmup {
         let warm = Params {
