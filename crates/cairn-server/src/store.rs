@@ -206,6 +206,7 @@ impl Store for DbStore {
             ("block_cache_bytes", stats.block_cache_bytes.to_string()),
             ("block_cache_hits", stats.block_cache_hits.to_string()),
             ("block_cache_misses", stats.block_cache_misses.to_string()),
+            ("block_mapped_reads", stats.block_mapped_reads.to_string()),
         ]
         .into_iter()
         .map(|(name, value)| (name.to_string(), value))

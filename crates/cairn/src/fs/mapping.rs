@@ -180,8 +180,7 @@ mod tests {
 
     #[test]
     fn a_slice_keeps_its_mapping_and_stays_in_bounds() {
-        let directory =
-            std::env::temp_dir().join(format!("cairn-mapping-{}", std::process::id()));
+        let directory = std::env::temp_dir().join(format!("cairn-mapping-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&directory);
         std::fs::create_dir_all(&directory).unwrap();
         let path = directory.join("file");

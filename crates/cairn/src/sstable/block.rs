@@ -230,7 +230,7 @@ impl Block {
         let Some(count_offset) = length.checked_sub(4) else {
             return Err(origin.corruption(0, &format!("block of {length} bytes is too short")));
         };
-        let restart_count = coding::get_u32(&data, count_offset).unwrap_or(0) as usize;
+        let restart_count = coding::get_u32(data, count_offset).unwrap_or(0) as usize;
         if restart_count == 0 {
             return Err(origin.corruption(count_offset, "block has no restart points"));
         }
@@ -246,7 +246,7 @@ impl Block {
         let mut previous = None;
         for index in 0..restart_count {
             let at = data_end + index * 4;
-            let restart = coding::get_u32(&data, at).unwrap_or(u32::MAX) as usize;
+            let restart = coding::get_u32(data, at).unwrap_or(u32::MAX) as usize;
             let ok = match previous {
                 None => restart == 0 && (data_end > 0 || restart_count == 1),
                 Some(previous) => restart > previous && restart < data_end,

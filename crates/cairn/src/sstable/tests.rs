@@ -394,7 +394,12 @@ impl MappedCopy {
 
     /// Writes `bytes` as a fresh file (never rewriting one that may still be mapped) and opens
     /// it mapped.
-    fn open(&self, bytes: &[u8], cache: Option<Arc<BlockCache>>, verify: bool) -> crate::Result<Arc<Table>> {
+    fn open(
+        &self,
+        bytes: &[u8],
+        cache: Option<Arc<BlockCache>>,
+        verify: bool,
+    ) -> crate::Result<Arc<Table>> {
         let path = self.directory.join("000042.sst");
         let _ = std::fs::remove_file(&path);
         std::fs::write(&path, bytes).unwrap();
@@ -422,7 +427,11 @@ fn mapped_tables_read_blocks_in_place_and_keep_them_alive() {
     let copy = MappedCopy::new("in-place");
     let cache = Arc::new(BlockCache::new(1 << 20));
     let table = copy
-        .open(&fs.file_contents(path).unwrap(), Some(Arc::clone(&cache)), true)
+        .open(
+            &fs.file_contents(path).unwrap(),
+            Some(Arc::clone(&cache)),
+            true,
+        )
         .unwrap();
     check_point_lookups(&table, &entries, &mut rng);
     let mut iter = table.iter();
@@ -431,7 +440,10 @@ fn mapped_tables_read_blocks_in_place_and_keep_them_alive() {
     check_seek_walks(&mut iter, &entries, &mut rng);
     // Every block was read in place: none went through (or into) the cache.
     assert!(cache.mapped_reads() > 0);
-    assert_eq!((cache.hits(), cache.misses(), cache.usage_bytes()), (0, 0, 0));
+    assert_eq!(
+        (cache.hits(), cache.misses(), cache.usage_bytes()),
+        (0, 0, 0)
+    );
     // A pinned value and a positioned iterator outlive the table, its file and its name.
     let (key, value) = &entries[entries.len() / 2];
     let parsed = parse_internal_key(key).unwrap();
@@ -442,7 +454,10 @@ fn mapped_tables_read_blocks_in_place_and_keep_them_alive() {
     drop(copy);
     assert_eq!(&*pinned, value.as_slice());
     assert!(iter.valid());
-    assert_eq!((iter.key(), iter.value()), (key.as_slice(), value.as_slice()));
+    assert_eq!(
+        (iter.key(), iter.value()),
+        (key.as_slice(), value.as_slice())
+    );
 }
 
 fn check_every_bit_flip(compression: Compression) {
