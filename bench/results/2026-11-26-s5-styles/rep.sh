@@ -1,0 +1,11 @@
+#!/bin/bash
+BENCH=$1; OUT=$2; DB=/tmp/s5-styles-db
+TREE="--engines cairn --num 8000000 --reads 300000 --level1_size 4194304 --write_buffer_size 1048576 --threads 1 --repetitions 1 --warmup false --no_plots --progress false --db $DB"
+RB="fillrandom,settle,readrandom,readmissing"
+for rep in 2 3; do
+  for style in leveling lazy; do
+    extra=""; [ $style = lazy ] && extra="--runs_per_level 4"
+    echo "$(date -u +%T) $style rep$rep"
+    "$BENCH" $TREE --benchmarks $RB --compaction_style $style --fanout 10 $extra --out "$OUT/$style-rep$rep" > "$OUT/$style-rep$rep.txt" 2>&1 || echo FAILED
+  done
+done
