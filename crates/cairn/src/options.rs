@@ -438,14 +438,18 @@ pub struct LevelOptions {
 ///   data block is then parsed in place, in the kernel's page cache: no system call, no
 ///   buffer, no copy, and it never enters the block cache (the page cache already holds it;
 ///   compressed blocks are still decompressed and cached). On this project's 2-core machine
-///   it halved the CPU of a short scan and cut a cached point read's by a third (see
-///   `docs/tuning.md`). The costs: mapped pages count in the process's resident set; a value
+///   it halved the CPU of a short scan and cut that of a point read whose block was not in
+///   the block cache by 45 % (see `docs/tuning.md`). The costs: mapped pages count in the process's resident set; a value
 ///   pinned by [`crate::Db::get_pinned`] (or a block held by an iterator) keeps its table's
 ///   mapping, so a table deleted by compaction gives its disk space back only when the last
 ///   such reference goes; and a media error on a mapped page cannot be returned as
 ///   [`crate::Error::Io`] — the kernel stops the process with `SIGBUS` instead, as it does
 ///   for any program reading a mapped file (tables are never truncated or rewritten while
-///   mapped, so a healthy disk never faults).
+///   mapped, so a healthy disk never faults). A block is checksummed each time it is read
+///   (a `Pread` cache hit skips that), so very large `block_size_bytes` favour `Pread`; and a
+///   pinned value or iterator that holds a mapped block for long may read pages the kernel
+///   dropped and read back from disk after that check. If a table cannot be mapped (address
+///   space, `vm.max_map_count`), it is read with `pread` instead.
 /// - [`TableReadMode::Pread`] copies each block out with `pread(2)` into the block cache:
 ///   every read error is an `Error::Io`, and memory use is the block cache's capacity.
 ///   Choose it where media errors must be survivable or address space is scarce.

@@ -111,7 +111,13 @@ impl TableCache {
         let path = filename::table_path(&self.directory, meta.number);
         let file = match self.read_mode {
             TableReadMode::Pread => self.file_system.open_read(&path)?,
-            TableReadMode::Mmap => self.file_system.open_read_mapped(&path)?,
+            // A table that cannot be mapped (address space or `vm.max_map_count` exhausted)
+            // is read with copies instead: slower, never unavailable. Errors the copying
+            // open also hits (a missing file) are reported from it.
+            TableReadMode::Mmap => match self.file_system.open_read_mapped(&path) {
+                Ok(file) => file,
+                Err(_) => self.file_system.open_read(&path)?,
+            },
         };
         if file.size_bytes() != meta.size_bytes {
             return Err(Error::corruption(

@@ -240,6 +240,12 @@ impl Db {
     /// (copied where the file system cannot link), so a checkpoint costs little space while
     /// they are shared; the MANIFEST and CURRENT are written fresh. Flushes first.
     ///
+    /// A hard-linked table is the same file as the live one: never modify a checkpoint's
+    /// tables in place (`cp` over one, truncate it). Besides damaging the live database, a
+    /// live table read through a mapping ([`crate::TableReadMode::Mmap`], the default) that
+    /// is cut short makes its next read stop the process with `SIGBUS`. Replace files by
+    /// writing a new one and renaming it over the old, which leaves the linked file intact.
+    ///
     /// ```
     /// # let file_system = std::sync::Arc::new(cairn::MemFs::new());
     /// let mut options = cairn::Options::default();

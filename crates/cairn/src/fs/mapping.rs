@@ -105,7 +105,8 @@ impl Mapping {
         }
         // SAFETY: `base` maps `len` readable bytes until drop (invariant 1), which cannot
         // happen while `&self` is borrowed; nothing writes them, and the file is never
-        // truncated while mapped (module doc), so touching any of them cannot fault.
+        // truncated while mapped (module doc), so no page lies past the file's end (a media
+        // error is the one fault left: `SIGBUS`, module doc).
         unsafe { std::slice::from_raw_parts(self.base, self.len) }
     }
 }

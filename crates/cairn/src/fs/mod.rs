@@ -101,8 +101,10 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     fn path(&self) -> &Path;
     /// The whole file as a read-only memory mapping, where the file is read through one
     /// (`FileSystem::open_read_mapped` on Linux). A reader may then use the bytes in place
-    /// instead of copying them out. The default, and every wrapper that must see each read
-    /// (such as [`FaultFs`]'s), answers `None`.
+    /// instead of copying them out. The rule for any implementation: the mapped bytes are
+    /// exactly what `read_exact_at` returns (a wrapper that transforms or observes reads must
+    /// not lend its inner file's mapping). The default, and every wrapper that must see each
+    /// read (such as [`FaultFs`]'s), answers `None`.
     fn mapping(&self) -> Option<&Arc<Mapping>> {
         None
     }
@@ -129,7 +131,8 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Opens `path` for positional reads.
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     /// Opens `path` for positional reads through a memory mapping where the implementation
-    /// has one (a read is then a copy from the page cache instead of a `pread(2)`). The caller
+    /// has one (a read is then a copy from the page cache instead of a `pread(2)`, and the
+    /// file may lend the mapping itself through [`RandomAccessFile::mapping`]). The caller
     /// promises that the file is never truncated or rewritten while open (a mapped page past
     /// a new end would fault). The default is `open_read`.
     fn open_read_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {

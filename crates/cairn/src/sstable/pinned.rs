@@ -5,8 +5,10 @@
 //! copying the value into a fresh `Vec`. The block is immutable and shared by `Arc`, so the
 //! value stays readable for as long as the `PinnedValue` lives, whatever the database does
 //! meanwhile: the block cache may evict the block (eviction drops the cache's reference, not
-//! the reader's), a compaction may delete the table file (the block's bytes are in memory, not
-//! read from the file again), the database may be closed. A value found in the memory
+//! the reader's), a compaction may delete the table file (a copied block's bytes are in
+//! memory; a block read in place from a mapped table holds the mapping, so the deleted file's
+//! pages stay readable — the kernel may read them back from disk, and a media error then
+//! stops the process with `SIGBUS`, see [`crate::TableReadMode`]), the database may be closed. A value found in the memory
 //! component (write buffers) is copied once, since write buffers are recycled.
 //!
 //! Thread-safety contract: a `PinnedValue` is `Send + Sync` and immutable; cloning it takes
