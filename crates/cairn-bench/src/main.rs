@@ -148,6 +148,10 @@ struct Args {
     /// cairn: threads probing sorted runs concurrently on a point lookup (0: off).
     #[arg(long = "lookup_threads", default_value_t = 0)]
     lookup_threads: usize,
+    /// cairn engines with a Membuffer: its key-range partitions (1-1024; 0: the engine's
+    /// default).
+    #[arg(long = "membuffer_partitions", default_value_t = 0)]
+    membuffer_partitions: usize,
     /// Keys per batch of multireadrandom.
     #[arg(long = "multiget_batch", default_value_t = 32)]
     multiget_batch: usize,
@@ -485,6 +489,7 @@ fn run(args: Args) -> Result<()> {
         drop_sealed: args.drop_sealed,
         mmap_reads: args.mmap_reads,
         lookup_threads: args.lookup_threads,
+        membuffer_partitions: args.membuffer_partitions,
     };
     if args.drop_sealed && !cfg!(feature = "flodb-variants") {
         return Err(BenchError::new(
@@ -766,6 +771,7 @@ mod tests {
             drop_sealed: false,
             mmap_reads: None,
             lookup_threads: 0,
+            membuffer_partitions: 0,
         }
     }
 

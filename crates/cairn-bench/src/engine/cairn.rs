@@ -75,6 +75,9 @@ fn options(config: &EngineConfig, name: &str) -> Options {
         None => {}
     }
     options.lookup_threads = config.lookup_threads;
+    if config.membuffer_partitions > 0 {
+        options.membuffer_partitions = config.membuffer_partitions;
+    }
     options
 }
 

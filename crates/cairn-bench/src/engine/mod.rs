@@ -58,6 +58,8 @@ pub struct EngineConfig {
     pub mmap_reads: Option<bool>,
     /// cairn: threads probing sorted runs concurrently (0: off).
     pub lookup_threads: usize,
+    /// cairn: Membuffer partitions (0: the engine's default).
+    pub membuffer_partitions: usize,
 }
 
 /// Reports carry the compression by name (`Compression` has no serde support).
