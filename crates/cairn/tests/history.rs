@@ -58,7 +58,9 @@ mod common;
 #[path = "common/linearizability.rs"]
 mod linearizability;
 
-use cairn::{Db, MemFs, Options, SequenceNumber, Update, WriteBatch, WriteOptions};
+use cairn::{
+    Db, MemFs, Options, SequenceNumber, StdFs, TableReadMode, Update, WriteBatch, WriteOptions,
+};
 use linearizability::{KeyModel, KeyOperation, Timed, Verdict};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -579,10 +581,22 @@ impl Worker<'_> {
     }
 }
 
-fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
-    let fs = MemFs::new();
+/// Runs the workload for `seconds` on `MemFs`, or (`on_disk`) on `StdFs` in a temporary
+/// directory, where tables are read in place from their mappings (`TableReadMode::Mmap`).
+fn run_history(seconds: u64, on_disk: bool) -> (Vec<Event>, BTreeMap<String, String>) {
+    let scratch = on_disk.then(|| common::TempDir::new("history"));
     let mut options = Options::default();
-    options.file_system = Arc::new(fs);
+    let path = match &scratch {
+        Some(directory) => {
+            options.file_system = Arc::new(StdFs);
+            options.table_read_mode = TableReadMode::Mmap;
+            directory.path().join("db")
+        }
+        None => {
+            options.file_system = Arc::new(MemFs::new());
+            std::path::PathBuf::from("/history")
+        }
+    };
     options.write_buffer_size_bytes = 4096;
     options.max_immutable_memtables = 2;
     options.block_size_bytes = 256;
@@ -595,7 +609,7 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     // A tiny Membuffer (1 KiB) over the tiny memtable: it fills and drains constantly.
     options.membuffer_enabled = true;
     let options = common::shaped(options);
-    let db = Db::open("/history", options).unwrap();
+    let db = Db::open(&path, options).unwrap();
     let clock = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let big_left = AtomicUsize::new(BIG_WRITES);
@@ -646,6 +660,15 @@ fn run_history(seconds: u64) -> (Vec<Event>, BTreeMap<String, String>) {
     assert!(
         stats.counter("flushes") > 0,
         "the tiny memtable never flushed"
+    );
+    eprintln!(
+        "history: blocks read in place {}, block cache hits {} misses {}",
+        stats.block_mapped_reads, stats.block_cache_hits, stats.block_cache_misses
+    );
+    assert_eq!(
+        on_disk,
+        stats.block_mapped_reads > 0,
+        "on disk, reads take blocks from the mappings; in memory there are none"
     );
     let (final_state, _) = collect_scan(db.iter().unwrap(), false, None, None);
     let events = std::mem::take(&mut *events.lock().unwrap());
@@ -791,9 +814,18 @@ fn search_check(events: &[Event]) -> SearchReport {
 
 #[test]
 fn concurrent_history_is_linearizable() {
-    let seconds: u64 = common::env_or("CAIRN_HISTORY_SECONDS", 3);
+    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 3), false);
+}
+
+/// The same on disk: tables read in place from their memory mappings, the default read path.
+#[test]
+fn concurrent_history_on_disk_with_mapped_reads_is_linearizable() {
+    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 2), true);
+}
+
+fn check_history(seconds: u64, on_disk: bool) {
     let started = Instant::now();
-    let (events, final_state) = run_history(seconds);
+    let (events, final_state) = run_history(seconds, on_disk);
     let running = started.elapsed();
     let violations = checks::check(&events, &final_state);
     let search = search_check(&events);
