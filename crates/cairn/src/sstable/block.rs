@@ -11,9 +11,12 @@
 //! Thread-safety contract: [`BlockBuilder`] is owned by one table builder. A [`Block`] is
 //! immutable after construction and shared (`Arc`) between the block cache and any number of
 //! iterators on any threads. Its bytes are its own buffer, or (an uncompressed block of a
-//! mapped table) a slice of the table's memory mapping that the block holds alive. A [`BlockIterator`] is owned by one thread; it holds its block by
-//! `Arc` (iterators that outlive a lookup) or by reference ([`Block::iter_ref`]: point lookups,
-//! which must not write a shared reference count).
+//! mapped table) a slice of the table's memory mapping that the block holds alive. A
+//! [`BlockView`] borrows a block's bytes, layout and origin without any reference count: it is
+//! made from a `Block`, or straight from a table's mapping for the length of one point lookup
+//! (a mapped point read then allocates nothing and writes no shared memory). A
+//! [`BlockIterator`] is owned by one thread; it reads through any [`BlockSource`]: an
+//! `Arc<Block>` (iterators that outlive a lookup), or a view (point lookups).
 //!
 //! Invariants:
 //! 1. Keys are internal keys in strictly increasing [`compare_internal_keys`] order (debug-asserted
@@ -37,7 +40,6 @@ use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key};
 use std::cmp::Ordering;
 use std::fmt;
-use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -156,6 +158,29 @@ impl BlockOrigin {
         }
     }
 
+    /// The same origin, borrowed (what a [`BlockView`] carries).
+    pub fn borrowed(&self) -> OriginRef<'_> {
+        OriginRef {
+            file: &self.file,
+            offset: self.offset,
+            compressed: self.compressed,
+        }
+    }
+}
+
+/// A [`BlockOrigin`] borrowed for the length of one read: the file's path is not reference
+/// counted, so a point lookup that names its origin writes no shared memory.
+#[derive(Debug, Clone, Copy)]
+pub struct OriginRef<'a> {
+    /// The table file.
+    pub file: &'a Path,
+    /// Offset of the block's stored bytes in the file.
+    pub offset: u64,
+    /// True if the block was stored compressed (see [`BlockOrigin::compressed`]).
+    pub compressed: bool,
+}
+
+impl OriginRef<'_> {
     /// A corruption error at `in_block` bytes into the (raw) block.
     fn corruption(&self, in_block: usize, reason: &str) -> Error {
         let offset = if self.compressed {
@@ -164,7 +189,7 @@ impl BlockOrigin {
             self.offset.saturating_add(in_block as u64)
         };
         Error::corruption(
-            self.file.as_ref(),
+            self.file,
             offset,
             format!(
                 "{reason} (byte {in_block} of the {}block at offset {})",
@@ -192,7 +217,9 @@ impl BlockBytes {
     }
 }
 
-/// An immutable, validated block.
+/// An immutable, validated block that owns (or holds alive) its bytes: what the block cache
+/// shares and what iterators that outlive a lookup hold by `Arc`. Every read goes through
+/// its [`BlockView`].
 pub struct Block {
     data: BlockBytes,
     /// Offset of the restart array = end of the entries.
@@ -205,7 +232,7 @@ impl fmt::Debug for Block {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct("Block")
-            .field("size_bytes", &self.data().len())
+            .field("size_bytes", &self.data.as_slice().len())
             .field("restart_count", &self.restart_count)
             .field("origin", &self.origin)
             .finish()
@@ -225,7 +252,80 @@ impl Block {
     }
 
     fn from_bytes(bytes: BlockBytes, origin: BlockOrigin) -> Result<Block> {
-        let data = bytes.as_slice();
+        let view = BlockView::parse(bytes.as_slice(), origin.borrowed())?;
+        let (data_end, restart_count) = (view.data_end, view.restart_count);
+        Ok(Block {
+            data: bytes,
+            data_end,
+            restart_count,
+            origin,
+        })
+    }
+
+    /// The block's bytes and layout, borrowed: what every read of the block goes through.
+    #[inline]
+    pub fn view(&self) -> BlockView<'_> {
+        BlockView {
+            data: self.data.as_slice(),
+            data_end: self.data_end,
+            restart_count: self.restart_count,
+            origin: self.origin.borrowed(),
+        }
+    }
+
+    /// Bytes held (the raw block including its restart array).
+    pub fn size_bytes(&self) -> usize {
+        self.data.as_slice().len()
+    }
+
+    /// Where the block came from.
+    pub fn origin(&self) -> &BlockOrigin {
+        &self.origin
+    }
+
+    /// The raw bytes `range` of the block (`None` if out of bounds): a value's bytes, by the
+    /// range its iterator reported ([`BlockIterator::value_range`]).
+    pub fn bytes(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
+        self.data.as_slice().get(range)
+    }
+
+    /// An unpositioned iterator over the block.
+    pub fn iter(self: &Arc<Self>) -> BlockIterator {
+        BlockIterator::new(Arc::clone(self))
+    }
+
+    /// An unpositioned iterator borrowing the block (no reference count taken).
+    pub fn iter_ref(&self) -> BlockIterator<BlockView<'_>> {
+        BlockIterator::new(self.view())
+    }
+
+    /// Number of restart points.
+    pub fn restart_count(&self) -> usize {
+        self.restart_count
+    }
+
+    /// The full key and the value of the entry at restart point `index` (see
+    /// [`BlockView::restart_entry`]).
+    pub fn restart_entry(&self, index: usize) -> Option<(&[u8], &[u8])> {
+        self.view().restart_entry(index)
+    }
+}
+
+/// A validated block borrowed from wherever its bytes live — a [`Block`], or a table's
+/// mapping for the length of one point lookup — with its layout and origin: a `Copy` handle
+/// whose reads take no reference count and write nothing shared.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockView<'a> {
+    data: &'a [u8],
+    /// Offset of the restart array = end of the entries.
+    data_end: usize,
+    restart_count: usize,
+    origin: OriginRef<'a>,
+}
+
+impl<'a> BlockView<'a> {
+    /// Validates the restart array of `data` (see invariant 2) and borrows it.
+    pub fn parse(data: &'a [u8], origin: OriginRef<'a>) -> Result<BlockView<'a>> {
         let length = data.len();
         let Some(count_offset) = length.checked_sub(4) else {
             return Err(origin.corruption(0, &format!("block of {length} bytes is too short")));
@@ -259,53 +359,33 @@ impl Block {
             }
             previous = Some(restart);
         }
-        Ok(Block {
-            data: bytes,
+        Ok(BlockView {
+            data,
             data_end,
             restart_count,
             origin,
         })
     }
 
-    /// Bytes held (the raw block including its restart array).
-    pub fn size_bytes(&self) -> usize {
-        self.data().len()
-    }
-
-    #[inline]
-    fn data(&self) -> &[u8] {
-        self.data.as_slice()
+    /// The raw bytes `range` of the block (`None` if out of bounds), for as long as the
+    /// block's bytes live (not just this view).
+    pub fn bytes(&self, range: std::ops::Range<usize>) -> Option<&'a [u8]> {
+        self.data.get(range)
     }
 
     /// Where the block came from.
-    pub fn origin(&self) -> &BlockOrigin {
-        &self.origin
-    }
-
-    /// The raw bytes `range` of the block (`None` if out of bounds): a value's bytes, by the
-    /// range its iterator reported ([`BlockIterator::value_range`]).
-    pub fn bytes(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
-        self.data().get(range)
-    }
-
-    /// An unpositioned iterator over the block.
-    pub fn iter(self: &Arc<Self>) -> BlockIterator {
-        BlockIterator::new(Arc::clone(self))
-    }
-
-    /// An unpositioned iterator borrowing the block (no reference count taken).
-    pub fn iter_ref(&self) -> BlockIterator<&Block> {
-        BlockIterator::new(self)
+    pub fn origin(&self) -> OriginRef<'a> {
+        self.origin
     }
 
     fn restart_point(&self, index: usize) -> usize {
-        coding::get_u32(self.data(), self.data_end + index * 4)
+        coding::get_u32(self.data, self.data_end + index * 4)
             .map_or(self.data_end, |offset| offset as usize)
     }
 
     /// The entries area.
-    fn entries(&self) -> &[u8] {
-        self.data().get(..self.data_end).unwrap_or_default()
+    fn entries(&self) -> &'a [u8] {
+        self.data.get(..self.data_end).unwrap_or_default()
     }
 
     /// Decodes the entry header at `offset`, bounds-checking every length.
@@ -325,26 +405,48 @@ impl Block {
         })
     }
 
-    /// Number of restart points.
-    pub fn restart_count(&self) -> usize {
-        self.restart_count
-    }
-
     /// The full key and the value of the entry at restart point `index` (`None` if the
     /// entry is malformed): with a restart point at every entry (the index block), entry
     /// `index` read without a scan.
-    pub fn restart_entry(&self, index: usize) -> Option<(&[u8], &[u8])> {
+    pub fn restart_entry(&self, index: usize) -> Option<(&'a [u8], &'a [u8])> {
         let entry = self.decode_entry(self.restart_point(index))?;
-        let key = self.data().get(entry.key_delta.0..entry.key_delta.1)?;
-        let value = self.data().get(entry.value.0..entry.value.1)?;
+        let key = self.data.get(entry.key_delta.0..entry.key_delta.1)?;
+        let value = self.data.get(entry.value.0..entry.value.1)?;
         (entry.shared == 0 && parse_internal_key(key).is_some()).then_some((key, value))
     }
 
     /// The full key stored at restart point `index`.
-    fn restart_key(&self, index: usize) -> Option<&[u8]> {
-        let entry = self.decode_entry(self.restart_point(index))?;
-        let key = self.data().get(entry.key_delta.0..entry.key_delta.1)?;
-        (entry.shared == 0 && parse_internal_key(key).is_some()).then_some(key)
+    fn restart_key(&self, index: usize) -> Option<&'a [u8]> {
+        self.restart_entry(index).map(|(key, _)| key)
+    }
+}
+
+/// What a [`BlockIterator`] reads through: something that lends a [`BlockView`] — an
+/// `Arc<Block>` (iterators that outlive a lookup), a `&Block`, or a `BlockView` itself (point
+/// lookups, which must not write a shared reference count).
+pub trait BlockSource {
+    /// The block, borrowed.
+    fn view(&self) -> BlockView<'_>;
+}
+
+impl BlockSource for Arc<Block> {
+    #[inline]
+    fn view(&self) -> BlockView<'_> {
+        Block::view(self)
+    }
+}
+
+impl BlockSource for &Block {
+    #[inline]
+    fn view(&self) -> BlockView<'_> {
+        Block::view(self)
+    }
+}
+
+impl BlockSource for BlockView<'_> {
+    #[inline]
+    fn view(&self) -> BlockView<'_> {
+        *self
     }
 }
 
@@ -360,7 +462,7 @@ struct RawEntry {
 }
 
 /// A cursor over one block; holds the block alive (`B` is `Arc<Block>` or `&Block`).
-pub struct BlockIterator<B: Deref<Target = Block> = Arc<Block>> {
+pub struct BlockIterator<B: BlockSource = Arc<Block>> {
     block: B,
     /// Offset of the current entry; `data_end` when not positioned.
     current: usize,
@@ -373,22 +475,22 @@ pub struct BlockIterator<B: Deref<Target = Block> = Arc<Block>> {
     error: Option<Error>,
 }
 
-impl<B: Deref<Target = Block>> fmt::Debug for BlockIterator<B> {
+impl<B: BlockSource> fmt::Debug for BlockIterator<B> {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct("BlockIterator")
-            .field("block", &*self.block)
+            .field("block", &self.block.view())
             .field("current", &self.current)
             .field("error", &self.error)
             .finish()
     }
 }
 
-impl<B: Deref<Target = Block>> BlockIterator<B> {
+impl<B: BlockSource> BlockIterator<B> {
     /// An unpositioned iterator over `block`.
     pub fn new(block: B) -> Self {
-        let data_end = block.data_end;
-        let restart_count = block.restart_count;
+        let view = block.view();
+        let (data_end, restart_count) = (view.data_end, view.restart_count);
         BlockIterator {
             block,
             current: data_end,
@@ -406,16 +508,16 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
     }
 
     fn mark_end(&mut self) {
-        self.current = self.block.data_end;
-        self.next_offset = self.block.data_end;
-        self.restart_index = self.block.restart_count;
+        self.current = self.block.view().data_end;
+        self.next_offset = self.block.view().data_end;
+        self.restart_index = self.block.view().restart_count;
         self.key.clear();
         self.value = (0, 0);
     }
 
     fn fail(&mut self, at: usize, reason: &str) {
         if self.error.is_none() {
-            self.error = Some(self.block.origin.corruption(at, reason));
+            self.error = Some(self.block.view().origin.corruption(at, reason));
         }
         self.mark_end();
     }
@@ -423,7 +525,7 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
     fn seek_to_restart(&mut self, index: usize) {
         self.key.clear();
         self.restart_index = index;
-        self.next_offset = self.block.restart_point(index);
+        self.next_offset = self.block.view().restart_point(index);
         self.current = self.next_offset;
     }
 
@@ -433,7 +535,7 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
     pub fn seek_to_restart_entry(&mut self, index: Option<usize>) {
         self.error = None;
         match index {
-            Some(index) if index < self.block.restart_count => {
+            Some(index) if index < self.block.view().restart_count => {
                 self.seek_to_restart(index);
                 self.parse_next();
             }
@@ -444,25 +546,25 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
     /// Decodes the entry at `next_offset`; false at the end of the block or on corruption.
     fn parse_next(&mut self) -> bool {
         self.current = self.next_offset;
-        if self.current >= self.block.data_end {
+        if self.current >= self.block.view().data_end {
             self.mark_end();
             return false;
         }
         let current = self.current;
-        let Some(entry) = self.block.decode_entry(current) else {
+        let Some(entry) = self.block.view().decode_entry(current) else {
             self.fail(
                 current,
                 "block entry lengths run past the end of the entries",
             );
             return false;
         };
-        while self.restart_index + 1 < self.block.restart_count
-            && self.block.restart_point(self.restart_index + 1) <= current
+        while self.restart_index + 1 < self.block.view().restart_count
+            && self.block.view().restart_point(self.restart_index + 1) <= current
         {
             self.restart_index += 1;
         }
         if entry.shared > self.key.len()
-            || (entry.shared != 0 && self.block.restart_point(self.restart_index) == current)
+            || (entry.shared != 0 && self.block.view().restart_point(self.restart_index) == current)
         {
             let reason = format!(
                 "block entry shares {} bytes with a {}-byte key",
@@ -475,7 +577,8 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
         self.key.truncate(entry.shared);
         let delta = self
             .block
-            .data()
+            .view()
+            .data
             .get(entry.key_delta.0..entry.key_delta.1)
             .unwrap_or_default();
         self.key.extend_from_slice(delta);
@@ -489,9 +592,9 @@ impl<B: Deref<Target = Block>> BlockIterator<B> {
     }
 }
 
-impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIterator<B> {
+impl<B: BlockSource + Send> InternalIterator for BlockIterator<B> {
     fn valid(&self) -> bool {
-        self.error.is_none() && self.current < self.block.data_end
+        self.error.is_none() && self.current < self.block.view().data_end
     }
 
     fn seek_to_first(&mut self) {
@@ -502,19 +605,19 @@ impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIterator<B> {
 
     fn seek_to_last(&mut self) {
         self.error = None;
-        self.seek_to_restart(self.block.restart_count - 1);
-        while self.parse_next() && self.next_offset < self.block.data_end {}
+        self.seek_to_restart(self.block.view().restart_count - 1);
+        while self.parse_next() && self.next_offset < self.block.view().data_end {}
     }
 
     fn seek(&mut self, target: &[u8]) {
         self.error = None;
         // Binary search for the last restart point whose key is < target.
         let mut left = 0;
-        let mut right = self.block.restart_count - 1;
+        let mut right = self.block.view().restart_count - 1;
         while left < right {
             let mid = (left + right).div_ceil(2);
-            let Some(key) = self.block.restart_key(mid) else {
-                let at = self.block.restart_point(mid);
+            let Some(key) = self.block.view().restart_key(mid) else {
+                let at = self.block.view().restart_point(mid);
                 self.fail(at, "restart point does not start a valid full-key entry");
                 return;
             };
@@ -540,7 +643,7 @@ impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIterator<B> {
     fn prev(&mut self) {
         debug_assert!(self.valid(), "prev on an invalid block iterator");
         let original = self.current;
-        while self.block.restart_point(self.restart_index) >= original {
+        while self.block.view().restart_point(self.restart_index) >= original {
             if self.restart_index == 0 {
                 self.mark_end();
                 return;
@@ -557,7 +660,8 @@ impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIterator<B> {
 
     fn value(&self) -> &[u8] {
         self.block
-            .data()
+            .view()
+            .data
             .get(self.value.0..self.value.1)
             .unwrap_or_default()
     }

@@ -8,12 +8,12 @@
 //! mapped table in place (`Table::mapped_data_block`, never cached), any other through the
 //! optional shared [`BlockCache`].
 //!
-//! A point lookup writes no shared memory on a cache hit: the index and the cached block are
-//! searched through borrowed iterators (no `Arc` clone), the cache hit takes no lock, and the
-//! filter-skip counter is striped. A block read in place costs instead one allocation (its
-//! `Arc<Block>`) and two shared reference counts taken and dropped (the mapping's and the
-//! path's); measured, that is far cheaper than the copy and cache insert it replaces, and it
-//! did not stop point reads scaling from 1 to 2 threads.
+//! A point lookup (`get`, `get_batch`) writes no shared memory unless it must read a block
+//! from the file: the index and the data block are searched through borrowed views
+//! ([`BlockView`]: no `Arc` clone), a block of a mapped table is checked and parsed where it
+//! lies (no allocation, no reference count, not even the path's), a cache hit takes no lock,
+//! and the filter-skip and mapped-read counters are striped. Only `get_pinned` and iterators,
+//! which hand out or keep a block past the call, wrap a mapped block in its `Arc<Block>`.
 //!
 //! Thread-safety contract: `Table` is `Send + Sync`; `get` and `iter` may run from many threads
 //! at once (file reads are positional or copies out of a read-only mapping, statistics are
@@ -26,7 +26,7 @@
 //! 2. An open table's file size is the one its footer describes: the last metadata block ends
 //!    exactly where the footer starts (checked at open).
 
-use super::block::{Block, BlockIterator, BlockOrigin};
+use super::block::{Block, BlockIterator, BlockOrigin, BlockView, OriginRef};
 use super::bloom::BloomFilter;
 use super::cache::BlockCache;
 use super::fences::Fences;
@@ -85,11 +85,6 @@ pub type TableFound<V> = Option<(SequenceNumber, ValueKind, V)>;
 /// A point-lookup result with the value copied out.
 pub type TableGet = TableFound<Vec<u8>>;
 
-/// The value at `range` of `block`, copied (the extractor of the copying lookups).
-fn copy_value(block: &Arc<Block>, range: Range<usize>) -> Option<Vec<u8>> {
-    block.bytes(range).map(<[u8]>::to_vec)
-}
-
 impl Table {
     /// Opens the table in `file`. Checks the footer and loads index, filter and properties.
     pub fn open(
@@ -137,48 +132,44 @@ impl Table {
     }
 
     /// [`Self::get`], choosing whether a data block read from disk is added to the cache.
+    ///
+    /// Writes no shared memory unless the block must be read from the file: a mapped block is
+    /// searched where it lies, a cached one under an epoch pin, both through a borrowed view.
     pub fn get_with(&self, lookup_key: &[u8], fill_cache: bool) -> Result<TableGet> {
-        self.get_as(lookup_key, fill_cache, copy_value)
-    }
-
-    /// [`Self::get`] without copying the value: it comes back as the data block holding it
-    /// and its range (one reference count on the block, no allocation).
-    pub fn get_pinned(&self, lookup_key: &[u8]) -> Result<TableFound<PinnedValue>> {
-        self.get_as(lookup_key, true, |block, range| {
-            PinnedValue::in_block(Arc::clone(block), range)
+        let Some((user_key, handle)) = self.locate(lookup_key)? else {
+            return Ok(None);
+        };
+        self.with_data_block(handle, fill_cache, |view| {
+            self.copy_found(view, handle, lookup_key, user_key)
         })
     }
 
-    /// The point lookup, handing the value out as `extract` makes it from its block and
-    /// range (`None` from `extract`: the range is outside the block, a corruption).
-    fn get_as<V>(
-        &self,
-        lookup_key: &[u8],
-        fill_cache: bool,
-        extract: impl Fn(&Arc<Block>, Range<usize>) -> Option<V>,
-    ) -> Result<TableFound<V>> {
-        let user_key = self.lookup_user_key(lookup_key)?;
-        if !self.filter_allows(user_key) {
-            return Ok(None);
-        }
-        let Some(handle) = self.index_lookup(lookup_key)? else {
+    /// [`Self::get`] without copying the value: it comes back as the data block holding it
+    /// and its range (one reference count on the block; a block read in place from a mapping
+    /// is wrapped in its `Arc` first, one allocation).
+    pub fn get_pinned(&self, lookup_key: &[u8]) -> Result<TableFound<PinnedValue>> {
+        let Some((user_key, handle)) = self.locate(lookup_key)? else {
             return Ok(None);
         };
+        let pin = |block: &Arc<Block>| -> Result<TableFound<PinnedValue>> {
+            let Some((sequence, kind, range)) =
+                self.find_in_view(block.view(), handle, lookup_key, user_key)?
+            else {
+                return Ok(None);
+            };
+            let value = PinnedValue::in_block(Arc::clone(block), range)
+                .ok_or_else(|| self.value_outside_block(handle))?;
+            Ok(Some((sequence, kind, value)))
+        };
         if let Some(block) = self.mapped_data_block(handle)? {
-            return self.find_in_block(&block, handle, lookup_key, user_key, &extract);
+            return pin(&block);
         }
-        // A cache hit is searched in place: no lock, and no reference count unless `extract`
-        // takes one.
         if let Some(cache) = &self.cache {
-            let found = cache.with_block(self.cache_id, handle.offset, |block| {
-                self.find_in_block(block, handle, lookup_key, user_key, &extract)
-            });
-            if let Some(found) = found {
+            if let Some(found) = cache.with_block(self.cache_id, handle.offset, &pin) {
                 return found;
             }
         }
-        let block = self.load_data_block(handle, fill_cache)?;
-        self.find_in_block(&block, handle, lookup_key, user_key, &extract)
+        pin(&self.load_data_block(handle, true)?)
     }
 
     /// Point lookups of several keys at once (`multi_get`): one answer per key, as
@@ -187,25 +178,62 @@ impl Table {
     /// keys in internal-key order so that keys of one block are consecutive.
     pub fn get_batch(&self, lookup_keys: &[&[u8]], fill_cache: bool) -> Result<Vec<TableGet>> {
         let mut answers = Vec::with_capacity(lookup_keys.len());
-        let mut current: Option<(BlockHandle, Arc<Block>)> = None;
+        // The keys located in `current`'s block, not yet answered: (lookup key, user key).
+        let mut group: Vec<(&[u8], &[u8])> = Vec::new();
+        let mut current: Option<BlockHandle> = None;
         for lookup_key in lookup_keys {
-            let user_key = self.lookup_user_key(lookup_key)?;
-            if !self.filter_allows(user_key) {
-                answers.push(None);
-                continue;
+            match self.locate(lookup_key)? {
+                None => {
+                    self.answer_group(current.take(), &mut group, fill_cache, &mut answers)?;
+                    answers.push(None);
+                }
+                Some((user_key, handle)) => {
+                    if current != Some(handle) {
+                        self.answer_group(current, &mut group, fill_cache, &mut answers)?;
+                        current = Some(handle);
+                    }
+                    group.push((lookup_key, user_key));
+                }
             }
-            let Some(handle) = self.index_lookup(lookup_key)? else {
-                answers.push(None);
-                continue;
-            };
-            let block = match current.take() {
-                Some((held, block)) if held == handle => block,
-                _ => self.read_data_block(handle, fill_cache)?,
-            };
-            answers.push(self.find_in_block(&block, handle, lookup_key, user_key, &copy_value)?);
-            current = Some((handle, block));
         }
+        self.answer_group(current, &mut group, fill_cache, &mut answers)?;
+        debug_assert_eq!(answers.len(), lookup_keys.len(), "one answer per key");
         Ok(answers)
+    }
+
+    /// Answers every key of `group` (all located in the block at `handle`) with one block
+    /// read, appending to `answers` in order, and empties `group`.
+    fn answer_group(
+        &self,
+        handle: Option<BlockHandle>,
+        group: &mut Vec<(&[u8], &[u8])>,
+        fill_cache: bool,
+        answers: &mut Vec<TableGet>,
+    ) -> Result<()> {
+        let Some(handle) = handle else {
+            debug_assert!(group.is_empty(), "located keys always have a block");
+            return Ok(());
+        };
+        self.with_data_block(handle, fill_cache, |view| {
+            for (lookup_key, user_key) in group.iter() {
+                answers.push(self.copy_found(view, handle, lookup_key, user_key)?);
+            }
+            Ok(())
+        })?;
+        group.clear();
+        Ok(())
+    }
+
+    /// The user key of `lookup_key` and the handle of the one data block that may hold it;
+    /// `None` if the Bloom filter or the fence pointers rule the table out.
+    fn locate<'k>(&self, lookup_key: &'k [u8]) -> Result<Option<(&'k [u8], BlockHandle)>> {
+        let user_key = self.lookup_user_key(lookup_key)?;
+        if !self.filter_allows(user_key) {
+            return Ok(None);
+        }
+        Ok(self
+            .index_lookup(lookup_key)?
+            .map(|handle| (user_key, handle)))
     }
 
     /// The user key of an internal seek key, or an error if it is not one.
@@ -256,17 +284,16 @@ impl Table {
         self.decode_index_value(index.value()).map(Some)
     }
 
-    /// The first entry of `block` at or after `lookup_key`, if it is a version of `user_key`,
-    /// with its value as `extract` makes it.
-    fn find_in_block<V>(
+    /// The first entry of `view` at or after `lookup_key`, if it is a version of `user_key`,
+    /// with its value's range in the block.
+    fn find_in_view(
         &self,
-        block: &Arc<Block>,
+        view: BlockView<'_>,
         handle: BlockHandle,
         lookup_key: &[u8],
         user_key: &[u8],
-        extract: &impl Fn(&Arc<Block>, Range<usize>) -> Option<V>,
-    ) -> Result<TableFound<V>> {
-        let mut iter = block.iter_ref();
+    ) -> Result<TableFound<Range<usize>>> {
+        let mut iter = BlockIterator::new(view);
         iter.seek(lookup_key);
         if !iter.valid() {
             iter.status()?;
@@ -278,17 +305,38 @@ impl Table {
         }
         match parse_internal_key(iter.key()) {
             Some(found) if found.user_key == user_key => {
-                let value = extract(block, iter.value_range()).ok_or_else(|| {
-                    Error::corruption(
-                        self.path.as_ref(),
-                        handle.offset,
-                        "a value lies outside its data block",
-                    )
-                })?;
-                Ok(Some((found.sequence, found.kind, value)))
+                Ok(Some((found.sequence, found.kind, iter.value_range())))
             }
             _ => Ok(None),
         }
+    }
+
+    /// [`Self::find_in_view`] with the value copied out.
+    fn copy_found(
+        &self,
+        view: BlockView<'_>,
+        handle: BlockHandle,
+        lookup_key: &[u8],
+        user_key: &[u8],
+    ) -> Result<TableGet> {
+        let Some((sequence, kind, range)) =
+            self.find_in_view(view, handle, lookup_key, user_key)?
+        else {
+            return Ok(None);
+        };
+        let value = view
+            .bytes(range)
+            .ok_or_else(|| self.value_outside_block(handle))?;
+        Ok(Some((sequence, kind, value.to_vec())))
+    }
+
+    /// The corruption of a value range that does not lie inside its data block.
+    fn value_outside_block(&self, handle: BlockHandle) -> Error {
+        Error::corruption(
+            self.path.as_ref(),
+            handle.offset,
+            "a value lies outside its data block",
+        )
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -390,6 +438,63 @@ impl Table {
         self.load_data_block(handle, fill_cache)
     }
 
+    /// Runs `read` on the data block at `handle`, borrowed: in place from the table's mapping,
+    /// from the block cache under an epoch pin, or (a miss) read from the file and cached if
+    /// `fill_cache`. Only the last takes a reference count or allocates.
+    fn with_data_block<R>(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        mut read: impl FnMut(BlockView<'_>) -> Result<R>,
+    ) -> Result<R> {
+        if let Some(view) = self.mapped_block_view(handle)? {
+            return read(view);
+        }
+        if let Some(cache) = &self.cache {
+            if let Some(answer) =
+                cache.with_block(self.cache_id, handle.offset, |block| read(block.view()))
+            {
+                return answer;
+            }
+        }
+        read(self.load_data_block(handle, fill_cache)?.view())
+    }
+
+    /// The uncompressed data block at `handle` of a mapped table, checked (bounds, checksum
+    /// when verifying, restart array) and borrowed in place for as long as `self` is: no
+    /// allocation, no reference count. `None` as for [`Self::mapped_data_block`].
+    fn mapped_block_view(&self, handle: BlockHandle) -> Result<Option<BlockView<'_>>> {
+        let Some(mapping) = &self.mapping else {
+            return Ok(None);
+        };
+        let bytes = mapping.bytes();
+        let Some(range) = mapped_block_range(bytes, handle, self.verify_checksums, &self.path)?
+        else {
+            return Ok(None);
+        };
+        let Some(data) = bytes.get(range) else {
+            return Err(self.checked_block_outside(handle));
+        };
+        let origin = OriginRef {
+            file: &self.path,
+            offset: handle.offset,
+            compressed: false,
+        };
+        let view = BlockView::parse(data, origin)?;
+        if let Some(cache) = &self.cache {
+            cache.note_mapped_read();
+        }
+        Ok(Some(view))
+    }
+
+    /// The internal error of a block range checked against a mapping yet outside it.
+    fn checked_block_outside(&self, handle: BlockHandle) -> Error {
+        Error::Internal(format!(
+            "checked block {handle:?} is outside the mapping of {}",
+            self.path.display()
+        ))
+    }
+
     /// The data block at `handle` parsed in place from the table's mapping; `None` if the
     /// table is not mapped or the block is stored compressed (it is then read, decompressed
     /// and cached as from an unmapped table). Mapped blocks skip the block cache: the page
@@ -406,10 +511,7 @@ impl Table {
         };
         // `mapped_block_range` checked the range against these very bytes.
         let Some(slice) = MappedSlice::new(mapping, range) else {
-            return Err(Error::Internal(format!(
-                "checked block {handle:?} is outside the mapping of {}",
-                self.path.display()
-            )));
+            return Err(self.checked_block_outside(handle));
         };
         let origin = BlockOrigin {
             file: Arc::clone(&self.path),
@@ -795,5 +897,29 @@ impl InternalIterator for TableIterator {
             Some(data) => data.status(),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+impl Table {
+    /// The strong counts of the table's mapping (0 if unmapped) and path: a point lookup that
+    /// writes no shared memory leaves both as they were, even while it reads.
+    pub(super) fn shared_counts(&self) -> (usize, usize) {
+        let mapping = self.mapping.as_ref().map_or(0, Arc::strong_count);
+        (mapping, Arc::strong_count(&self.path))
+    }
+
+    /// Runs `inspect` inside the block read of a `get` of `lookup_key`, as `get` reads it
+    /// (`None` if the filter or the fences rule the table out).
+    pub(super) fn inside_get<R>(
+        &self,
+        lookup_key: &[u8],
+        mut inspect: impl FnMut(BlockView<'_>) -> R,
+    ) -> Result<Option<R>> {
+        let Some((_, handle)) = self.locate(lookup_key)? else {
+            return Ok(None);
+        };
+        self.with_data_block(handle, false, |view| Ok(inspect(view)))
+            .map(Some)
     }
 }

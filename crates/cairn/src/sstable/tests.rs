@@ -460,6 +460,49 @@ fn mapped_tables_read_blocks_in_place_and_keep_them_alive() {
     );
 }
 
+/// Build point 5 of the read path: a `get` from a mapped table borrows its block. Inside the
+/// read, the mapping's and the path's reference counts are what they were before it (the
+/// block used to hold both by `Arc`), while a pinned value, which must outlive the call,
+/// does hold the mapping.
+#[cfg(target_os = "linux")]
+#[test]
+fn mapped_point_reads_take_no_reference_count() {
+    let fs = MemFs::new();
+    let path = Path::new("/db/000042.sst");
+    let mut rng = SmallRng::seed_from_u64(43);
+    let entries = random_entries(&mut rng, 5_000, false);
+    build(&fs, path, &entries, TableOptions::default());
+    let copy = MappedCopy::new("no-counts");
+    let table = copy
+        .open(&fs.file_contents(path).unwrap(), None, true)
+        .unwrap();
+    let before = table.shared_counts();
+    assert!(before.0 >= 1, "the table is mapped");
+    let mut reads = 0;
+    for (key, value) in entries.iter().step_by(97) {
+        let parsed = parse_internal_key(key).unwrap();
+        let lookup = internal_key(parsed.user_key, parsed.sequence, ValueKind::SEEK);
+        let inside = table
+            .inside_get(&lookup, |_| table.shared_counts())
+            .unwrap();
+        assert_eq!(inside, Some(before), "a mapped get took a reference count");
+        assert_eq!(table.get(&lookup).unwrap().unwrap().2, *value);
+        reads += 1;
+    }
+    assert!(reads > 10);
+    let (key, _) = &entries[0];
+    let parsed = parse_internal_key(key).unwrap();
+    let lookup = internal_key(parsed.user_key, parsed.sequence, ValueKind::SEEK);
+    let (_, _, pinned) = table.get_pinned(&lookup).unwrap().unwrap();
+    assert_eq!(
+        table.shared_counts().0,
+        before.0 + 1,
+        "a pinned value holds the mapping"
+    );
+    drop(pinned);
+    assert_eq!(table.shared_counts(), before);
+}
+
 fn check_every_bit_flip(compression: Compression) {
     let fs = MemFs::new();
     let path = Path::new("/db/000042.sst");
