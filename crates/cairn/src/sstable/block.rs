@@ -373,11 +373,6 @@ impl<'a> BlockView<'a> {
         self.data.get(range)
     }
 
-    /// Where the block came from.
-    pub fn origin(&self) -> OriginRef<'a> {
-        self.origin
-    }
-
     fn restart_point(&self, index: usize) -> usize {
         coding::get_u32(self.data, self.data_end + index * 4)
             .map_or(self.data_end, |offset| offset as usize)
