@@ -28,7 +28,9 @@
 //! once, else the version goes to the memtable directly.
 //!
 //! Drain (one thread per partition at a time, holding its drain lock): publish the current
-//! table as `draining`, install a fresh current table, seal the old one and wait for the
+//! table as `draining`, install a fresh current table (sized by `sizing` from how full the
+//! old one got: the partition's share of the budget while writers fill it, down to 64 KiB
+//! while scans drain it nearly empty), seal the old one and wait for the
 //! writers inside to leave, gather and sort its versions, insert them into the memtable
 //! (multi-insert or, for the benchmark variant, one by one), then clear `draining` and retire
 //! the table.
@@ -70,6 +72,7 @@ mod boundaries;
 mod drainer;
 mod gate;
 mod record;
+mod sizing;
 mod table;
 
 pub(crate) use gate::{GateHold, OverwriteGate};
@@ -116,6 +119,9 @@ struct Partition {
     drain_lock: Mutex<()>,
     /// Table swaps so far: a scan that sees this grow past its start piggybacks.
     swaps: AtomicU64,
+    /// Byte budget of the partition's current table (`sizing::next_table_bytes`); read and
+    /// written only by the holder of `drain_lock` (and when the layout is built).
+    table_bytes: AtomicUsize,
 }
 
 /// The boundaries and their partitions, built once the sample is complete.
@@ -266,9 +272,15 @@ impl Membuffer {
         unsafe { pointer.load(Ordering::SeqCst).as_ref() }
     }
 
-    /// A fresh table for one partition, owned by the Membuffer until retired (invariant 3).
-    fn new_table(&self, partitions: usize) -> *mut Table {
-        let table = Table::new(self.config.budget_bytes / partitions.max(1));
+    /// The largest table of one partition: its share of the budget.
+    fn table_bytes_max(&self, partitions: usize) -> usize {
+        self.config.budget_bytes / partitions.max(1)
+    }
+
+    /// A fresh table of about `byte_limit` bytes for one partition, owned by the Membuffer
+    /// until retired (invariant 3).
+    fn new_table(&self, byte_limit: usize) -> *mut Table {
+        let table = Table::new(byte_limit);
         self.live_bytes
             .fetch_add(table.slot_bytes(), Ordering::Relaxed);
         Box::into_raw(Box::new(table))
@@ -313,12 +325,14 @@ impl Membuffer {
     fn build_layout(&self, sample: Vec<Vec<u8>>) {
         let boundaries = Boundaries::from_sample(sample, self.config.partitions);
         let count = boundaries.partitions();
+        let table_bytes = self.table_bytes_max(count);
         let partitions = (0..count)
             .map(|_| Partition {
-                current: AtomicPtr::new(self.new_table(count)),
+                current: AtomicPtr::new(self.new_table(table_bytes)),
                 draining: AtomicPtr::new(ptr::null_mut()),
                 drain_lock: Mutex::new(()),
                 swaps: AtomicU64::new(0),
+                table_bytes: AtomicUsize::new(table_bytes),
             })
             .collect();
         let _ = self.layout.set(Layout {
@@ -435,7 +449,18 @@ impl Membuffer {
         if old_table.len() == 0 {
             return;
         }
-        let fresh = self.new_table(partitions);
+        // Sized by how full the drained table got: a scan's drain of a partition holding a
+        // few versions must not pay for a full-size table (allocating and zeroing its slots,
+        // then reading them all back).
+        let max = self.table_bytes_max(partitions);
+        let bytes = sizing::next_table_bytes(
+            partition.table_bytes.load(Ordering::Relaxed),
+            old_table.fill(),
+            sizing::table_bytes_min(max),
+            max,
+        );
+        partition.table_bytes.store(bytes, Ordering::Relaxed);
+        let fresh = self.new_table(bytes);
         // Invariant 2: only the lock holder sets `draining`, and it clears it before leaving.
         debug_assert!(partition.draining.load(Ordering::SeqCst).is_null());
         partition.draining.store(old, Ordering::SeqCst);

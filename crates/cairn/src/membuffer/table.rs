@@ -148,6 +148,15 @@ impl Table {
             && !self.drain_requested.swap(true, Ordering::Relaxed)
     }
 
+    /// How full the table is: the larger of its share of keys and of bytes.
+    pub(super) fn fill(&self) -> super::sizing::Fill {
+        let keys = self.len().saturating_mul(1000) / self.key_limit.max(1);
+        let bytes = self.arena.published_bytes().saturating_mul(1000) / self.byte_limit.max(1);
+        super::sizing::Fill {
+            per_mille: keys.max(bytes),
+        }
+    }
+
     /// Versions inserted (invariant 3).
     pub(super) fn len(&self) -> usize {
         self.record_count.load(Ordering::Acquire)

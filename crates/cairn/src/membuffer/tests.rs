@@ -189,3 +189,62 @@ fn drained_tables_are_freed() {
     assert!(live < membuffer.config.budget_bytes, "{live}");
     assert_eq!(membuffer.undrained(), 0);
 }
+
+/// Table sizing (`sizing`): scans that drain partitions holding a few versions shrink their
+/// next tables to the floor; writers that fill them grow them back to the partition's share;
+/// every version reads back through it all.
+#[test]
+fn tables_shrink_under_scan_drains_and_grow_back_under_writes() {
+    let memtable = Arc::new(Memtable::with_capacity(1 << 24));
+    let membuffer = Membuffer::new(config(4 << 20, true, 0));
+    let share = membuffer.table_bytes_max(4);
+    let key = |index: u64| (index.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8).to_be_bytes();
+    let mut sequence = 0u64;
+    let mut put = |index: u64| {
+        sequence += 1;
+        if !membuffer.insert(
+            &memtable,
+            &key(index),
+            sequence,
+            ValueKind::Put,
+            &index.to_le_bytes(),
+        ) {
+            memtable.insert(&key(index), sequence, ValueKind::Put, &index.to_le_bytes());
+        }
+    };
+    let table_bytes = |membuffer: &Membuffer| -> Vec<usize> {
+        let layout = membuffer.layout.get().unwrap();
+        layout
+            .partitions
+            .iter()
+            .map(|partition| partition.table_bytes.load(Ordering::Relaxed))
+            .collect()
+    };
+    // The sample, then scans: a few versions per partition, drained each time.
+    for index in 0..64 {
+        put(index);
+    }
+    assert_eq!(table_bytes(&membuffer), vec![share; 4]);
+    for round in 0..8u64 {
+        for index in 0..32 {
+            put(1_000 + round * 32 + index);
+        }
+        membuffer.drain_all(&memtable);
+    }
+    let floor = super::sizing::table_bytes_min(share);
+    assert!(floor < share);
+    assert_eq!(table_bytes(&membuffer), vec![floor; 4]);
+    // Writers fill the small tables; each full drain doubles the next one.
+    for index in 100_000..400_000 {
+        put(index);
+    }
+    assert_eq!(table_bytes(&membuffer), vec![share; 4]);
+    membuffer.drain_all(&memtable);
+    for index in (0..64)
+        .chain(1_000..1_256)
+        .chain((100_000..400_000).step_by(997))
+    {
+        let (_, value) = read(&membuffer, &memtable, &key(index), u64::MAX >> 8).unwrap();
+        assert_eq!(value, index.to_le_bytes(), "key {index}");
+    }
+}
