@@ -127,11 +127,12 @@ pub struct Options {
     /// write whose partition is full (and being drained) goes to the memtable directly; a
     /// key already in the Membuffer is updated in place (its old version moves to the
     /// memtable, or is dropped when no snapshot or scan can read it: latest-state reads
-    /// check for that and re-read). Off: a single-level memtable. Default: off — fills measured about twice as
-    /// fast with it and random reads after a fill about the same, but with one unthrottled
-    /// writer beside the readers (`readwhilewriting`) the readers measured about two thirds
-    /// of their speed without it (the writer, three times faster, takes the cores), and the
-    /// scan and skew workloads are not measured yet (`bench/flodb/run.sh`).
+    /// check for that and re-read). Off: a single-level memtable. Default: off — fills and
+    /// overwrites measured 1.2–1.8× faster with it, and the skewed read/update mix of
+    /// `FloDB`'s Fig. 16 up to 1.5× faster once its hot keys fit, but with one unthrottled
+    /// writer beside the readers (`readwhilewriting`) the readers measured about 0.9× their
+    /// speed without it, and a write-heavy mix with short scans (`flodb_scan_write`) 0.55–0.82×,
+    /// since every scan first drains the Membuffer (`bench/results/2026-11-27-s6-flodb`).
     pub membuffer_enabled: bool,
     /// Percent of `write_buffer_size_bytes` the Membuffer may hold at most; the write
     /// buffer counts what it really holds, so the memtable gets the rest. Default: 25
