@@ -279,8 +279,8 @@ impl Membuffer {
 
     /// A fresh table of about `byte_limit` bytes for one partition, owned by the Membuffer
     /// until retired (invariant 3).
-    fn new_table(&self, byte_limit: usize) -> *mut Table {
-        let table = Table::new(byte_limit);
+    fn new_table(&self, byte_limit: usize, partitions: usize) -> *mut Table {
+        let table = Table::new(byte_limit, self.table_bytes_max(partitions) / 4);
         self.live_bytes
             .fetch_add(table.slot_bytes(), Ordering::Relaxed);
         Box::into_raw(Box::new(table))
@@ -328,7 +328,7 @@ impl Membuffer {
         let table_bytes = self.table_bytes_max(count);
         let partitions = (0..count)
             .map(|_| Partition {
-                current: AtomicPtr::new(self.new_table(table_bytes)),
+                current: AtomicPtr::new(self.new_table(table_bytes, count)),
                 draining: AtomicPtr::new(ptr::null_mut()),
                 drain_lock: Mutex::new(()),
                 swaps: AtomicU64::new(0),
@@ -446,7 +446,7 @@ impl Membuffer {
         let Some(old_table) = (unsafe { old.as_ref() }) else {
             return;
         };
-        if old_table.len() == 0 {
+        if old_table.len() == 0 && !old_table.overflowed() {
             return;
         }
         // Sized by how full the drained table got: a scan's drain of a partition holding a
@@ -460,7 +460,7 @@ impl Membuffer {
             max,
         );
         partition.table_bytes.store(bytes, Ordering::Relaxed);
-        let fresh = self.new_table(bytes);
+        let fresh = self.new_table(bytes, partitions);
         // Invariant 2: only the lock holder sets `draining`, and it clears it before leaving.
         debug_assert!(partition.draining.load(Ordering::SeqCst).is_null());
         partition.draining.store(old, Ordering::SeqCst);

@@ -13,8 +13,10 @@
 //!
 //! Invariants:
 //! 1. `next_table_bytes` returns a size in `[min, max]` (with `min` clamped to `max`).
-//! 2. A table drained at least half full never makes the next one smaller; one drained under
-//!    an eighth full never makes it larger.
+//! 2. Within `[min, max]`, a table drained at least half full (or one that turned a record
+//!    away as full: `Table::fill` then reports it full) never makes the next one smaller, and
+//!    one drained under an eighth full never makes it larger. A table smaller than a
+//!    record the partition takes grows at its next drain, since the record overflows it.
 
 /// The smallest table: room for values up to a quarter of it (a larger version goes to the
 /// memtable directly) and a slot array of a few kilobytes.

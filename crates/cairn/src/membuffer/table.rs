@@ -31,7 +31,7 @@ use super::record::{Record, Version};
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::arena::Arena;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// Slots probed (linearly) before a key counts as not fitting.
 const PROBE_LIMIT: usize = 32;
@@ -69,9 +69,14 @@ pub(super) struct Table {
     record_count: AtomicUsize,
     writers: AtomicU64,
     /// Set once the table passed half full and a drainer was told.
-    drain_requested: std::sync::atomic::AtomicBool,
+    drain_requested: AtomicBool,
     /// Arena bytes already counted in the Membuffer's live bytes (`account_growth`).
     accounted: AtomicUsize,
+    /// The largest record taken (a quarter of the partition's full share, whatever this
+    /// table's size): a table shrunk by scans still takes what a full-size one would.
+    record_bytes_max: usize,
+    /// Set once an insert found the table full: the next table must be larger (`fill`).
+    overflowed: AtomicBool,
 }
 
 impl std::fmt::Debug for Table {
@@ -85,8 +90,9 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
-    /// An empty table for about `byte_limit` bytes of records.
-    pub(super) fn new(byte_limit: usize) -> Table {
+    /// An empty table for about `byte_limit` bytes of records, taking records of up to
+    /// `record_bytes_max` bytes.
+    pub(super) fn new(byte_limit: usize, record_bytes_max: usize) -> Table {
         let key_limit = (byte_limit / RECORD_BYTES_MIN).max(4);
         let slot_count = (key_limit * 2).next_power_of_two();
         Table {
@@ -97,8 +103,10 @@ impl Table {
             keys: AtomicUsize::new(0),
             record_count: AtomicUsize::new(0),
             writers: AtomicU64::new(0),
-            drain_requested: std::sync::atomic::AtomicBool::new(false),
+            drain_requested: AtomicBool::new(false),
             accounted: AtomicUsize::new(0),
+            record_bytes_max,
+            overflowed: AtomicBool::new(false),
         }
     }
 
@@ -150,11 +158,30 @@ impl Table {
 
     /// How full the table is: the larger of its share of keys and of bytes.
     pub(super) fn fill(&self) -> super::sizing::Fill {
-        let keys = self.len().saturating_mul(1000) / self.key_limit.max(1);
+        if self.overflowed() {
+            return super::sizing::Fill { per_mille: 1000 };
+        }
+        // Reserved keys, as `wants_drain` counts them: a drainer woken at half full by keys
+        // then sees half full here too.
+        let keys = self.keys.load(Ordering::Relaxed).saturating_mul(1000) / self.key_limit.max(1);
         let bytes = self.arena.published_bytes().saturating_mul(1000) / self.byte_limit.max(1);
         super::sizing::Fill {
             per_mille: keys.max(bytes),
         }
+    }
+
+    /// Whether an insert found the table full (a drain then grows the next table even if
+    /// this one is empty: the record that did not fit may be larger than it).
+    pub(super) fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Relaxed)
+    }
+
+    /// Marks the table full for `fill`, and answers `Full`.
+    fn full(&self) -> Put {
+        if !self.overflowed.load(Ordering::Relaxed) {
+            self.overflowed.store(true, Ordering::Relaxed);
+        }
+        Put::Full
     }
 
     /// Versions inserted (invariant 3).
@@ -200,7 +227,7 @@ impl Table {
         move_old: &mut MoveOld<'_>,
     ) -> Put {
         let bytes = Record::bytes(key, value);
-        if bytes > self.byte_limit / 4 {
+        if bytes > self.record_bytes_max {
             return Put::Oversized;
         }
         let mut fresh: *mut Record = ptr::null_mut();
@@ -209,11 +236,11 @@ impl Table {
             if head.is_null() {
                 if fresh.is_null() {
                     if !self.has_room(bytes) {
-                        return Put::Full;
+                        return self.full();
                     }
                     if self.keys.fetch_add(1, Ordering::Relaxed) >= self.key_limit {
                         self.keys.fetch_sub(1, Ordering::Relaxed);
-                        return Put::Full;
+                        return self.full();
                     }
                     fresh = Record::allocate(&self.arena, hash, key, sequence, kind, value);
                 }
@@ -235,7 +262,7 @@ impl Table {
         if !fresh.is_null() {
             self.keys.fetch_sub(1, Ordering::Relaxed);
         }
-        Put::Full
+        self.full()
     }
 
     fn has_room(&self, bytes: usize) -> bool {
@@ -279,7 +306,7 @@ impl Table {
                 if !self.has_room(bytes) {
                     // SAFETY: we hold the lock.
                     unsafe { Record::unlock(head) };
-                    return Put::Full;
+                    return self.full();
                 }
                 Record::allocate(&self.arena, hash, key, sequence, kind, value)
             };

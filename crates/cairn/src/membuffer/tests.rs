@@ -191,8 +191,9 @@ fn drained_tables_are_freed() {
 }
 
 /// Table sizing (`sizing`): scans that drain partitions holding a few versions shrink their
-/// next tables to the floor; writers that fill them grow them back to the partition's share;
-/// every version reads back through it all.
+/// next tables to the floor; a record a full-size table takes is still taken by a shrunk one
+/// (the one that overflows it makes its drain grow the next); writers that fill the tables
+/// grow them back to the partition's share; every version reads back through it all.
 #[test]
 fn tables_shrink_under_scan_drains_and_grow_back_under_writes() {
     let memtable = Arc::new(Memtable::with_capacity(1 << 24));
@@ -200,17 +201,14 @@ fn tables_shrink_under_scan_drains_and_grow_back_under_writes() {
     let share = membuffer.table_bytes_max(4);
     let key = |index: u64| (index.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8).to_be_bytes();
     let mut sequence = 0u64;
-    let mut put = |index: u64| {
+    // Puts one version; true if the Membuffer took it.
+    let mut put = |index: u64, value: &[u8]| {
         sequence += 1;
-        if !membuffer.insert(
-            &memtable,
-            &key(index),
-            sequence,
-            ValueKind::Put,
-            &index.to_le_bytes(),
-        ) {
-            memtable.insert(&key(index), sequence, ValueKind::Put, &index.to_le_bytes());
+        let taken = membuffer.insert(&memtable, &key(index), sequence, ValueKind::Put, value);
+        if !taken {
+            memtable.insert(&key(index), sequence, ValueKind::Put, value);
         }
+        taken
     };
     let table_bytes = |membuffer: &Membuffer| -> Vec<usize> {
         let layout = membuffer.layout.get().unwrap();
@@ -222,24 +220,34 @@ fn tables_shrink_under_scan_drains_and_grow_back_under_writes() {
     };
     // The sample, then scans: a few versions per partition, drained each time.
     for index in 0..64 {
-        put(index);
+        put(index, &index.to_le_bytes());
     }
     assert_eq!(table_bytes(&membuffer), vec![share; 4]);
     for round in 0..8u64 {
         for index in 0..32 {
-            put(1_000 + round * 32 + index);
+            let index = 1_000 + round * 32 + index;
+            put(index, &index.to_le_bytes());
         }
         membuffer.drain_all(&memtable);
     }
     let floor = super::sizing::table_bytes_min(share);
     assert!(floor < share);
     assert_eq!(table_bytes(&membuffer), vec![floor; 4]);
+    // 40 KiB records: over a quarter of a shrunk table, under a quarter of the share.
+    let big = vec![7u8; 40 << 10];
+    for index in 2_000..2_006 {
+        assert!(put(index, &big), "a 40 KiB value went around the Membuffer");
+    }
     // Writers fill the small tables; each full drain doubles the next one.
     for index in 100_000..400_000 {
-        put(index);
+        put(index, &index.to_le_bytes());
     }
     assert_eq!(table_bytes(&membuffer), vec![share; 4]);
     membuffer.drain_all(&memtable);
+    for index in 2_000..2_006 {
+        let (_, value) = read(&membuffer, &memtable, &key(index), u64::MAX >> 8).unwrap();
+        assert_eq!(value, big, "key {index}");
+    }
     for index in (0..64)
         .chain(1_000..1_256)
         .chain((100_000..400_000).step_by(997))

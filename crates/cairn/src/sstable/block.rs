@@ -456,7 +456,8 @@ struct RawEntry {
     value: (usize, usize),
 }
 
-/// A cursor over one block; holds the block alive (`B` is `Arc<Block>` or `&Block`).
+/// A cursor over one block, reading it through `B` (an `Arc<Block>` that holds it alive, or a
+/// borrowed `&Block` or [`BlockView`]).
 pub struct BlockIterator<B: BlockSource = Arc<Block>> {
     block: B,
     /// Offset of the current entry; `data_end` when not positioned.

@@ -5,8 +5,9 @@
 //! lifetime; these three blocks are always checksum-verified, and the index is validated entry by
 //! entry (every handle decodes, lies before the metadata, and blocks do not overlap). Data blocks
 //! are read on demand, verified when `verify_checksums` is set: an uncompressed block of a
-//! mapped table in place (`Table::mapped_data_block`, never cached), any other through the
-//! optional shared [`BlockCache`].
+//! mapped table in place (`Table::mapped_block_view` for point lookups, borrowed;
+//! `Table::mapped_data_block` for pinned values and iterators, held by `Arc`; never cached),
+//! any other through the optional shared [`BlockCache`].
 //!
 //! A point lookup (`get`, `get_batch`) writes no shared memory unless it must read a block
 //! from the file: the index and the data block are searched through borrowed views
@@ -180,46 +181,50 @@ impl Table {
     /// data block share one block read (one cache lookup or one file read); callers sort the
     /// keys in internal-key order so that keys of one block are consecutive.
     pub fn get_batch(&self, lookup_keys: &[&[u8]], fill_cache: bool) -> Result<Vec<TableGet>> {
-        let mut answers = Vec::with_capacity(lookup_keys.len());
-        // The keys located in `current`'s block, not yet answered: (lookup key, user key).
-        let mut group: Vec<(&[u8], &[u8])> = Vec::new();
+        let mut answers: Vec<TableGet> = Vec::with_capacity(lookup_keys.len());
+        answers.resize_with(lookup_keys.len(), || None);
+        // The keys located in `current`'s block, not yet answered: (answer index, lookup key,
+        // user key). Keys ruled out by the filter or the fences in between keep the group
+        // open, so a block is read once for all its keys however many absent ones interleave.
+        let mut group: Vec<(usize, &[u8], &[u8])> = Vec::new();
         let mut current: Option<BlockHandle> = None;
-        for lookup_key in lookup_keys {
-            match self.locate(lookup_key)? {
-                None => {
-                    self.answer_group(current.take(), &mut group, fill_cache, &mut answers)?;
-                    answers.push(None);
-                }
-                Some((user_key, handle)) => {
-                    if current != Some(handle) {
-                        self.answer_group(current, &mut group, fill_cache, &mut answers)?;
-                        current = Some(handle);
-                    }
-                    group.push((lookup_key, user_key));
-                }
+        for (index, lookup_key) in lookup_keys.iter().enumerate() {
+            let Some((user_key, handle)) = self.locate(lookup_key)? else {
+                continue;
+            };
+            if current != Some(handle) {
+                self.answer_group(current, &mut group, fill_cache, &mut answers)?;
+                current = Some(handle);
             }
+            group.push((index, lookup_key, user_key));
         }
         self.answer_group(current, &mut group, fill_cache, &mut answers)?;
-        debug_assert_eq!(answers.len(), lookup_keys.len(), "one answer per key");
         Ok(answers)
     }
 
     /// Answers every key of `group` (all located in the block at `handle`) with one block
-    /// read, appending to `answers` in order, and empties `group`.
+    /// read, into their places in `answers`, and empties `group`.
     fn answer_group(
         &self,
         handle: Option<BlockHandle>,
-        group: &mut Vec<(&[u8], &[u8])>,
+        group: &mut Vec<(usize, &[u8], &[u8])>,
         fill_cache: bool,
-        answers: &mut Vec<TableGet>,
+        answers: &mut [TableGet],
     ) -> Result<()> {
         let Some(handle) = handle else {
             debug_assert!(group.is_empty(), "located keys always have a block");
             return Ok(());
         };
         self.with_data_block(handle, fill_cache, |view| {
-            for (lookup_key, user_key) in group.iter() {
-                answers.push(self.copy_found(view, handle, lookup_key, user_key)?);
+            for &(index, lookup_key, user_key) in group.iter() {
+                let found = self.copy_found(view, handle, lookup_key, user_key)?;
+                let Some(answer) = answers.get_mut(index) else {
+                    return Err(Error::Internal(format!(
+                        "multi-get answer {index} of {} is out of range",
+                        answers.len()
+                    )));
+                };
+                *answer = found;
             }
             Ok(())
         })?;
@@ -322,6 +327,8 @@ impl Table {
         lookup_key: &[u8],
         user_key: &[u8],
     ) -> Result<TableGet> {
+        #[cfg(test)]
+        test_hooks::inside_read();
         let Some((sequence, kind, range)) =
             self.find_in_view(view, handle, lookup_key, user_key)?
         else {
@@ -730,18 +737,31 @@ impl Table {
         let mapping = self.mapping.as_ref().map_or(0, Arc::strong_count);
         (mapping, Arc::strong_count(&self.path))
     }
+}
 
-    /// Runs `inspect` inside the block read of a `get` of `lookup_key`, as `get` reads it
-    /// (`None` if the filter or the fences rule the table out).
-    pub(super) fn inside_get<R>(
-        &self,
-        lookup_key: &[u8],
-        mut inspect: impl FnMut(BlockView<'_>) -> R,
-    ) -> Result<Option<R>> {
-        let Some((_, handle)) = self.locate(lookup_key)? else {
-            return Ok(None);
-        };
-        self.with_data_block(handle, false, |view| Ok(inspect(view)))
-            .map(Some)
+/// Tests: a hook run by `get` and `get_batch` from inside their block read (this thread
+/// only), to observe what a lookup holds while it reads.
+#[cfg(test)]
+pub(super) mod test_hooks {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static INSIDE_READ: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
+    }
+
+    /// Runs `f` with `hook` called inside every point-lookup block read of this thread.
+    pub(in crate::sstable) fn with_inside_read<R>(hook: Box<dyn Fn()>, f: impl FnOnce() -> R) -> R {
+        INSIDE_READ.with(|slot| *slot.borrow_mut() = Some(hook));
+        let result = f();
+        INSIDE_READ.with(|slot| *slot.borrow_mut() = None);
+        result
+    }
+
+    pub(super) fn inside_read() {
+        INSIDE_READ.with(|slot| {
+            if let Some(hook) = slot.borrow().as_ref() {
+                hook();
+            }
+        });
     }
 }

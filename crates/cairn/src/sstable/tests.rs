@@ -478,18 +478,34 @@ fn mapped_point_reads_take_no_reference_count() {
         .unwrap();
     let before = table.shared_counts();
     assert!(before.0 >= 1, "the table is mapped");
-    let mut reads = 0;
-    for (key, value) in entries.iter().step_by(97) {
-        let parsed = parse_internal_key(key).unwrap();
-        let lookup = internal_key(parsed.user_key, parsed.sequence, ValueKind::SEEK);
-        let inside = table
-            .inside_get(&lookup, |_| table.shared_counts())
-            .unwrap();
-        assert_eq!(inside, Some(before), "a mapped get took a reference count");
-        assert_eq!(table.get(&lookup).unwrap().unwrap().2, *value);
-        reads += 1;
-    }
-    assert!(reads > 10);
+    // Inside every block read of `get` and `get_batch`, the counts are what they were.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hook = {
+        let (table, seen) = (Arc::clone(&table), Arc::clone(&seen));
+        Box::new(move || seen.lock().unwrap().push(table.shared_counts()))
+    };
+    let mut lookups = Vec::new();
+    let reads = super::reader::test_hooks::with_inside_read(hook, || {
+        let mut reads = 0;
+        for (key, value) in entries.iter().step_by(97) {
+            let parsed = parse_internal_key(key).unwrap();
+            let lookup = internal_key(parsed.user_key, parsed.sequence, ValueKind::SEEK);
+            assert_eq!(table.get(&lookup).unwrap().unwrap().2, *value);
+            lookups.push(lookup);
+            reads += 1;
+        }
+        let keys: Vec<&[u8]> = lookups.iter().map(Vec::as_slice).collect();
+        let answers = table.get_batch(&keys, false).unwrap();
+        assert!(answers.iter().all(Option::is_some));
+        reads + keys.len()
+    });
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), reads, "the hook ran inside every lookup");
+    assert!(
+        seen.iter().all(|&counts| counts == before),
+        "a mapped get took a reference count: {seen:?} against {before:?}"
+    );
+    assert!(reads > 20);
     let (key, _) = &entries[0];
     let parsed = parse_internal_key(key).unwrap();
     let lookup = internal_key(parsed.user_key, parsed.sequence, ValueKind::SEEK);
