@@ -474,15 +474,10 @@ impl Table {
     /// when verifying, restart array) and borrowed in place for as long as `self` is: no
     /// allocation, no reference count. `None` as for [`Self::mapped_data_block`].
     fn mapped_block_view(&self, handle: BlockHandle) -> Result<Option<BlockView<'_>>> {
-        let Some(mapping) = &self.mapping else {
+        let Some((mapping, range)) = self.mapped_block_range(handle)? else {
             return Ok(None);
         };
-        let bytes = mapping.bytes();
-        let Some(range) = mapped_block_range(bytes, handle, self.verify_checksums, &self.path)?
-        else {
-            return Ok(None);
-        };
-        let Some(data) = bytes.get(range) else {
+        let Some(data) = mapping.bytes().get(range) else {
             return Err(self.checked_block_outside(handle));
         };
         let origin = OriginRef {
@@ -495,6 +490,20 @@ impl Table {
             cache.note_mapped_read();
         }
         Ok(Some(view))
+    }
+
+    /// The table's mapping and the byte range in it of the uncompressed data block at
+    /// `handle`, checked against the mapping (bounds, and the checksum when verifying);
+    /// `None` if the table is not mapped or the block is stored compressed.
+    fn mapped_block_range(
+        &self,
+        handle: BlockHandle,
+    ) -> Result<Option<(&Arc<Mapping>, Range<usize>)>> {
+        let Some(mapping) = &self.mapping else {
+            return Ok(None);
+        };
+        let range = mapped_block_range(mapping.bytes(), handle, self.verify_checksums, &self.path)?;
+        Ok(range.map(|range| (mapping, range)))
     }
 
     /// The internal error of a block range checked against a mapping yet outside it.
@@ -511,15 +520,9 @@ impl Table {
     /// cache already holds their bytes, and caching would cost a lock and an eviction per
     /// read to save nothing.
     fn mapped_data_block(&self, handle: BlockHandle) -> Result<Option<Arc<Block>>> {
-        let Some(mapping) = &self.mapping else {
+        let Some((mapping, range)) = self.mapped_block_range(handle)? else {
             return Ok(None);
         };
-        let bytes = mapping.bytes();
-        let Some(range) = mapped_block_range(bytes, handle, self.verify_checksums, &self.path)?
-        else {
-            return Ok(None);
-        };
-        // `mapped_block_range` checked the range against these very bytes.
         let Some(slice) = MappedSlice::new(mapping, range) else {
             return Err(self.checked_block_outside(handle));
         };
