@@ -17,13 +17,14 @@
 //!    update may have robbed of its version is redone in a hold of the gate, at a later read
 //!    point (the read started before that update was acknowledged, so the later point is
 //!    linearizable). A latest-state iterator holds the gate from before its read point until
-//!    the Membuffer is drained.
+//!    its cursor has drained every Membuffer partition (it drains each as it enters its key
+//!    range, `memory::scan`) or is dropped.
 
 use super::inner::DbInner;
 use super::super_version::SuperVersion;
 use crate::db_iter::DbIterator;
 use crate::error::Result;
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::iter::MergingIterator;
 use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
 use crate::memory::WriteHint;
 use crate::options::ReadOptions;
@@ -188,7 +189,7 @@ impl DbInner {
     }
 
     /// The hold a latest-state read that may be stale is redone in (counted).
-    pub(super) fn hold_for_retry(&self) -> Option<crate::membuffer::GateHold<'_>> {
+    pub(super) fn hold_for_retry(&self) -> Option<crate::membuffer::GateHold> {
         Counters::add(&self.counters.membuffer.read_retries, 1);
         self.hold_overwrites()
     }
@@ -211,7 +212,7 @@ impl DbInner {
     /// sequence reserved so far is visible: a read point taken next sees every version the
     /// Membuffer's in-place updates dropped before the hold began, and none is dropped until
     /// the hold ends (`membuffer::gate`, step 2). None (no wait) with the Membuffer off.
-    pub(super) fn hold_overwrites(&self) -> Option<crate::membuffer::GateHold<'_>> {
+    pub(super) fn hold_overwrites(&self) -> Option<crate::membuffer::GateHold> {
         let gate = self.overwrite_gate.as_ref()?;
         let hold = gate.hold();
         let reserved = self.next_unreserved_sequence().saturating_sub(1);
@@ -348,7 +349,8 @@ impl DbInner {
             check_key(key)?;
         }
         // A latest-state iterator holds the overwrite gate until the Membuffer is drained into
-        // the memtable it iterates (`membuffer::gate`, step 2).
+        // the memtable it iterates (`membuffer::gate`, step 2): here for the sealed buffers,
+        // in the active buffer's cursor for its partitions.
         let (sequence, super_version, hold) = match snapshot {
             Some(snapshot) => (snapshot.sequence(), self.super_version.load_full(), None),
             None => {
@@ -359,8 +361,9 @@ impl DbInner {
         };
         // Tests hold an iterator here, between its read point and the drain.
         self.race_point("iterator: read point");
-        let mut children: Vec<Box<dyn InternalIterator>> = super_version.memory.iterators();
-        drop(hold);
+        // The active buffer's cursor drains the Membuffer partition by partition as it moves
+        // and keeps the hold until it has drained them all (`memory::scan`).
+        let mut children = super_version.memory.scan_iterators(upper, hold);
         // Every run (each level-0 file is one) becomes a lazy level iterator: nothing is
         // opened until the merge seeks, and a run costs one reference count, not one per file.
         let version = &super_version.version;

@@ -44,6 +44,12 @@ impl Boundaries {
             .partition_point(|boundary| boundary.as_slice() <= key)
     }
 
+    /// The smallest key of partition `partition`: None for the first (it is open below) and
+    /// past the last.
+    pub(super) fn start_of(&self, partition: usize) -> Option<&[u8]> {
+        self.0.get(partition.checked_sub(1)?).map(Vec::as_slice)
+    }
+
     /// Number of partitions these boundaries make.
     pub(super) fn partitions(&self) -> usize {
         self.0.len() + 1

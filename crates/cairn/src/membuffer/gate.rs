@@ -58,13 +58,14 @@ pub(crate) struct OverwriteGate {
     snapshots: Arc<SnapshotList>,
 }
 
-/// An active hold (module documentation, step 2); released on drop.
+/// An active hold (module documentation, step 2); released on drop. It owns a reference to
+/// its gate, so a scan's cursor can keep it for as long as it has partitions to drain.
 #[derive(Debug)]
-pub(crate) struct GateHold<'a> {
-    gate: &'a OverwriteGate,
+pub(crate) struct GateHold {
+    gate: Arc<OverwriteGate>,
 }
 
-impl Drop for GateHold<'_> {
+impl Drop for GateHold {
     fn drop(&mut self) {
         self.gate.pending.fetch_sub(1, Ordering::SeqCst);
     }
@@ -117,10 +118,12 @@ impl OverwriteGate {
 
     /// Starts a hold: no version is dropped until it ends. The caller then waits until every
     /// sequence reserved so far is visible, and only then takes its read point.
-    pub(crate) fn hold(&self) -> GateHold<'_> {
+    pub(crate) fn hold(self: &Arc<Self>) -> GateHold {
         self.pending.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        GateHold { gate: self }
+        GateHold {
+            gate: Arc::clone(self),
+        }
     }
 }
 
@@ -131,7 +134,7 @@ mod tests {
     #[test]
     fn holds_and_snapshots_block_drops_and_drops_raise_marks() {
         let snapshots = Arc::new(SnapshotList::default());
-        let gate = OverwriteGate::new(Arc::clone(&snapshots));
+        let gate = Arc::new(OverwriteGate::new(Arc::clone(&snapshots)));
         assert_eq!(gate.stale(7, 1), None);
         {
             let _hold = gate.hold();

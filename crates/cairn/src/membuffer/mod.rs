@@ -41,11 +41,13 @@
 //! drain's order (draining set before the swap, cleared after the memtable inserts; all
 //! `SeqCst`), a reader that misses a version in both tables finds it in the memtable.
 //!
-//! Scan (`drain_for_scan`): every partition with versions is drained before the memtable is
-//! iterated, so the iterator sees every version at or below its sequence. A scan piggybacks on
-//! a drain that swapped its partition after the scan began (that drain moved everything the
-//! scan needs). A drain moves at most one table's versions, so a scan finishes in bounded
-//! time however many writes continue: no retry loop, hence no fallback is ever taken.
+//! Scan (`scan`): a scan takes marks after its read point, and its cursor drains a partition
+//! just before it enters the partition's key range (`memory::scan`), so a short scan drains
+//! the one or two partitions it reads, not all of them. A scan piggybacks on a drain that
+//! swapped its partition after the scan began (that drain moved everything the scan needs).
+//! A drain moves at most one table's versions, so a scan finishes in bounded time however
+//! many writes continue: no retry loop, hence no fallback is ever taken. `drain_all` (the
+//! flush's gathering, and cursors that need every version at once) drains every partition.
 //!
 //! Thread-safety contract: `insert`, `get` and `drain_for_scan` run on any number of threads;
 //! readers never write shared memory (their epoch slot is their own); a writer may spin for a
@@ -72,10 +74,12 @@ mod boundaries;
 mod drainer;
 mod gate;
 mod record;
+mod scan;
 mod sizing;
 mod table;
 
 pub(crate) use gate::{GateHold, OverwriteGate};
+pub(crate) use scan::ScanMarks;
 
 use crate::epoch::EpochTable;
 use crate::key::{SequenceNumber, ValueKind};
@@ -487,38 +491,6 @@ impl Membuffer {
         self.config.counters.drains.add(1);
         self.config.counters.drained_versions.add(count);
         self.retire(old);
-    }
-
-    /// Drains every partition holding versions into `memtable`, so that the memtable holds
-    /// every version whose insert completed before the call (scans, and the flush once the
-    /// buffer is quiet). A partition swapped by another drain since the call began is skipped
-    /// once that drain finished (piggybacking).
-    pub(crate) fn drain_all(&self, memtable: &Memtable) {
-        let Some(layout) = self.layout.get() else {
-            return;
-        };
-        let count = layout.partitions.len();
-        for partition in &layout.partitions {
-            let seen = partition.swaps.load(Ordering::SeqCst);
-            let pending = {
-                let _pin = self.epoch.pin();
-                Self::table(&partition.current).is_some_and(|t| t.len() > 0)
-                    || Self::table(&partition.draining).is_some()
-            };
-            if !pending {
-                continue;
-            }
-            let _guard = partition
-                .drain_lock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if partition.swaps.load(Ordering::SeqCst) > seen {
-                self.config.counters.scan_piggybacks.add(1);
-                continue;
-            }
-            self.drain_locked(partition, count, memtable);
-            self.config.counters.scan_drains.add(1);
-        }
     }
 }
 

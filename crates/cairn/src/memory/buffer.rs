@@ -25,10 +25,11 @@
 //! 4. Every version inserted is in the Membuffer or the memtable (never both); the
 //!    gathering is built only after the Membuffer was drained, so it holds every version.
 
+use super::scan::DrainingIterator;
 use crate::batch::WriteBatch;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, SEQUENCE_MAX};
-use crate::membuffer::{Membuffer, MembufferConfig};
+use crate::membuffer::{GateHold, Membuffer, MembufferConfig};
 use crate::memtable::{InsertHint, Memtable, SortedNodes};
 use crate::sstable::{BloomFilter, BloomFilterBuilder};
 use crate::wal_writer::Log;
@@ -278,6 +279,32 @@ impl WriteBuffer {
     pub fn iter(&self) -> impl InternalIterator + 'static {
         self.drain();
         self.memtable.iter()
+    }
+
+    /// A scan's cursor over every version, bounded above by user key `upper`: with a
+    /// Membuffer, each partition is drained just before the cursor enters its range
+    /// (`scan::DrainingIterator`), which keeps `hold` until it has drained them all.
+    /// Precondition: the scan's read point was taken after `hold` began and before this call.
+    pub fn scan_iter(
+        &self,
+        upper: Option<&[u8]>,
+        hold: Option<GateHold>,
+    ) -> Box<dyn InternalIterator> {
+        let marks = self
+            .membuffer
+            .as_ref()
+            .filter(|_| self.sorted.get().is_none())
+            .and_then(|membuffer| Some((Arc::clone(membuffer), membuffer.scan_marks()?)));
+        match marks {
+            Some((membuffer, marks)) => Box::new(DrainingIterator::new(
+                &self.memtable,
+                membuffer,
+                marks,
+                upper,
+                hold,
+            )),
+            None => Box::new(self.iter()),
+        }
     }
 
     /// The flush's input: every version in key order, from the gathering (invariant 2).

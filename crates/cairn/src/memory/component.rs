@@ -16,6 +16,7 @@
 use crate::batch::WriteBatch;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, SEQUENCE_MAX};
+use crate::membuffer::GateHold;
 use crate::memory::buffer::{MemoryEntry, WriteBuffer, WriteHint};
 use std::sync::Arc;
 
@@ -89,6 +90,26 @@ impl MemComponent {
         std::iter::once(&self.active)
             .chain(&self.sealed)
             .map(|buffer| Box::new(buffer.iter()) as Box<dyn InternalIterator>)
+            .collect()
+    }
+
+    /// A scan's cursors (sealed buffers drained now, the active one as the cursor moves:
+    /// `WriteBuffer::scan_iter`, which takes `hold` when it has partitions to drain; else the
+    /// hold ends here, after the sealed buffers' drains). Precondition: the scan's read point
+    /// was taken after `hold` began.
+    pub fn scan_iterators(
+        &self,
+        upper: Option<&[u8]>,
+        hold: Option<GateHold>,
+    ) -> Vec<Box<dyn InternalIterator>> {
+        // The sealed buffers first: their drains must finish while the hold is still held.
+        let sealed: Vec<Box<dyn InternalIterator>> = self
+            .sealed
+            .iter()
+            .map(|buffer| Box::new(buffer.iter()) as Box<dyn InternalIterator>)
+            .collect();
+        std::iter::once(self.active.scan_iter(upper, hold))
+            .chain(sealed)
             .collect()
     }
 

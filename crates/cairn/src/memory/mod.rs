@@ -18,6 +18,7 @@
 
 mod buffer;
 mod component;
+mod scan;
 
 pub use buffer::{ReplayBuffer, WriteBuffer, WriteHint};
 pub use component::MemComponent;

@@ -56,6 +56,7 @@ mod sorted;
 mod tests;
 
 pub use insert::InsertHint;
+pub use iter::MemtableIterator;
 pub use sorted::SortedNodes;
 
 use crate::key::{SequenceNumber, ValueKind};

@@ -1,0 +1,141 @@
+//! Scans over a Membuffer, one partition at a time: a scan drains only the partitions its
+//! cursor enters (`FloDB` §4.4 drains the whole Membuffer; a short scan touches one key range,
+//! so draining the other fifteen is wasted work that writers then wait for).
+//!
+//! A scan takes its `ScanMarks` right after its read point: each partition's swap count then.
+//! Before the cursor reads a partition's key range it calls `drain_for_scan`, which drains the
+//! partition unless a drain swapped it since the marks were taken (that drain moved every
+//! version inserted before it, so the scan piggybacks on it once it finished).
+//!
+//! Thread-safety contract: `ScanMarks` belongs to one scan (one thread at a time); the
+//! Membuffer methods here take `&self` from any thread and serialise with other drains of the
+//! same partition through its drain lock.
+//!
+//! Invariants:
+//! 1. After `drain_for_scan(marks, p)` returns, the memtable holds every version of partition
+//!    `p` whose insert completed before `marks` were taken, unless an in-place update dropped
+//!    it: the caller keeps the overwrite gate held until its last partition is drained (or it
+//!    ends), so no version at or below its read point is dropped meanwhile (`gate` step 2).
+//! 2. A partition is drained at most once per `ScanMarks` (`drained`), and `remaining` counts
+//!    the partitions not yet marked drained.
+
+use super::Membuffer;
+use crate::memtable::Memtable;
+use std::sync::atomic::Ordering;
+
+/// One scan's view of the Membuffer's partitions (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct ScanMarks {
+    /// Per partition: its swap count when the scan took its read point.
+    seen: Vec<u64>,
+    /// Per partition: drained (or piggybacked) for this scan (invariant 2).
+    drained: Vec<bool>,
+    remaining: usize,
+}
+
+impl ScanMarks {
+    /// Whether every partition is drained for this scan.
+    pub(crate) fn all_drained(&self) -> bool {
+        self.remaining == 0
+    }
+
+    /// Whether partition `partition` is drained for this scan (true past the last one).
+    pub(crate) fn is_drained(&self, partition: usize) -> bool {
+        self.drained.get(partition).copied().unwrap_or(true)
+    }
+
+    /// Number of partitions.
+    pub(crate) fn partitions(&self) -> usize {
+        self.drained.len()
+    }
+}
+
+impl Membuffer {
+    /// The marks of a scan whose read point was just taken; None before the partitions exist
+    /// (every version inserted so far went to the memtable directly: the sample).
+    pub(crate) fn scan_marks(&self) -> Option<ScanMarks> {
+        let layout = self.layout.get()?;
+        let seen: Vec<u64> = layout
+            .partitions
+            .iter()
+            .map(|partition| partition.swaps.load(Ordering::SeqCst))
+            .collect();
+        let count = seen.len();
+        Some(ScanMarks {
+            seen,
+            drained: vec![false; count],
+            remaining: count,
+        })
+    }
+
+    /// The partition holding user key `key` (0 before the partitions exist).
+    pub(crate) fn partition_of(&self, key: &[u8]) -> usize {
+        self.layout
+            .get()
+            .map_or(0, |layout| layout.boundaries.partition_of(key))
+    }
+
+    /// The smallest user key of partition `partition` (None for the first, or past the last).
+    pub(crate) fn partition_start(&self, partition: usize) -> Option<&[u8]> {
+        let layout = self.layout.get()?;
+        layout.boundaries.start_of(partition)
+    }
+
+    /// Drains partition `partition` for the scan of `marks` (invariant 1); a no-op if it is
+    /// already drained for it.
+    pub(crate) fn drain_for_scan(
+        &self,
+        marks: &mut ScanMarks,
+        partition: usize,
+        memtable: &Memtable,
+    ) {
+        let (Some(layout), Some(seen), Some(drained)) = (
+            self.layout.get(),
+            marks.seen.get(partition).copied(),
+            marks.drained.get_mut(partition),
+        ) else {
+            return;
+        };
+        if *drained {
+            return;
+        }
+        *drained = true;
+        marks.remaining -= 1;
+        let Some(state) = layout.partitions.get(partition) else {
+            return;
+        };
+        let pending = {
+            let _pin = self.epoch.pin();
+            Self::table(&state.current).is_some_and(|t| t.len() > 0 || t.overflowed())
+                || Self::table(&state.draining).is_some()
+        };
+        if !pending {
+            return;
+        }
+        let _guard = state
+            .drain_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Any swap after the read point drained what the scan needs; the lock waited for it.
+        if state.swaps.load(Ordering::SeqCst) > seen {
+            self.config.counters.scan_piggybacks.add(1);
+            return;
+        }
+        self.drain_locked(state, layout.partitions.len(), memtable);
+        self.config.counters.scan_drains.add(1);
+    }
+
+    /// Drains every partition holding versions into `memtable`, so that the memtable holds
+    /// every version whose insert completed before the call (the flush once the buffer is
+    /// quiet, and cursors that cannot drain as they go). A partition swapped by another drain
+    /// since the call began is skipped once that drain finished (piggybacking).
+    pub(crate) fn drain_all(&self, memtable: &Memtable) {
+        let Some(mut marks) = self.scan_marks() else {
+            return;
+        };
+        for partition in 0..marks.partitions() {
+            self.drain_for_scan(&mut marks, partition, memtable);
+        }
+        debug_assert!(marks.all_drained(), "invariant 2");
+    }
+}
