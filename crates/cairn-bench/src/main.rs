@@ -12,6 +12,7 @@ mod placement;
 mod plot;
 mod report;
 mod runner;
+mod sequence;
 mod workloads;
 
 use clap::{ArgAction, Parser};
@@ -20,10 +21,10 @@ use engine::{EngineConfig, ShapeConfig};
 use error::{BenchError, Context, Result};
 use hdrhistogram::Histogram;
 use report::{Machine, Report, ResultEntry, Summary};
-use runner::{DbState, Measurement, Params};
-use std::path::{Path, PathBuf};
+use runner::{Measurement, Params};
+use sequence::{run_interleaved, run_sequence, RunContext};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use workloads::{Preload, Workload};
 
 fn parse_bool(text: &str) -> std::result::Result<bool, String> {
     match text {
@@ -161,6 +162,13 @@ struct Args {
     /// Measured repetitions, interleaved across engines (A B A B ...).
     #[arg(long, default_value_t = 3)]
     repetitions: usize,
+    /// Open every engine's database at once and run the workload list phase by phase across
+    /// them (A's phase 1, B's phase 1, A's phase 2, ...) instead of one engine's whole list
+    /// after another: two configurations compared in one run then share each minute of the
+    /// machine. List a read workload several times to get several interleaved pairs.
+    #[arg(long = "interleave_phases", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
+    interleave_phases: bool,
     /// Run every engine once at --num/10 before measuring (discarded).
     #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true",
           value_parser = parse_bool, action = ArgAction::Set)]
@@ -305,6 +313,46 @@ struct Cell {
     histogram: Histogram<u64>,
 }
 
+/// Adds one phase's output to its cell (benchmark index, threads, engine index) and prints
+/// its line.
+fn record(
+    cells: &mut [Cell],
+    phase: &str,
+    (benchmark, threads, engine): (usize, usize, usize),
+    output: runner::PhaseOutput,
+) -> Result<()> {
+    let Some(cell) = cells.iter_mut().find(|cell| {
+        cell.benchmark == benchmark && cell.threads == threads && cell.engine == engine
+    }) else {
+        return Ok(());
+    };
+    let measurement = output.measurement;
+    let placement = match (
+        measurement.cross_core_round_trip_ns_before,
+        measurement.cross_core_round_trip_ns_after,
+    ) {
+        (Some(before), Some(after)) => format!(", cross-core {before:.0}/{after:.0} ns"),
+        _ => String::new(),
+    };
+    let blocks = measurement
+        .blocks_per_read
+        .map(|blocks| format!(", {blocks:.3} blocks/read"))
+        .unwrap_or_default();
+    let shape = measurement
+        .level_shape
+        .as_deref()
+        .map(|shape| format!(", shape {shape}"))
+        .unwrap_or_default();
+    eprintln!(
+        "  {phase}: {:.0} ops/s, p99 {:.1} us, {:.2} cpu-us/op{blocks}{placement}{shape}",
+        measurement.ops_per_sec, measurement.p99_us, measurement.cpu_us_per_op
+    );
+    cell.runs.push(measurement);
+    cell.histogram
+        .add(&output.histogram)
+        .map_err(|error| BenchError::new(format!("histogram merge: {error}")))
+}
+
 fn commit() -> String {
     std::process::Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=12"])
@@ -342,84 +390,6 @@ fn auto_memstore_capacity(params: &Params) -> Result<usize> {
         .checked_next_multiple_of(segment)
         .ok_or_else(too_large)?;
     Ok(rounded.max(minimum))
-}
-
-fn fresh_dir(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).context(format!("removing {}", dir.display()))?;
-    }
-    std::fs::create_dir_all(dir).context(format!("creating {}", dir.display()))
-}
-
-struct RunContext<'a> {
-    config: &'a EngineConfig,
-    workloads: &'a [Workload],
-    db_root: &'a Path,
-    progress: bool,
-}
-
-/// Runs the workload sequence for one engine and thread count on a fresh database.
-fn run_sequence(
-    context: &RunContext<'_>,
-    engine_name: &str,
-    threads: usize,
-    params: &Params,
-    tag: &str,
-    mut sink: impl FnMut(usize, runner::PhaseOutput),
-) -> Result<()> {
-    let dir = context.db_root.join(engine_name);
-    fresh_dir(&dir)?;
-    let mut engine = engine::open(engine_name, &dir, context.config)
-        .map_err(|error| error.context(format!("opening {engine_name} in {}", dir.display())))?;
-    let mut state = DbState::default();
-    for (index, workload) in context.workloads.iter().enumerate() {
-        // Reported as unsupported in the results; skipped before any load it would need.
-        if workload.needs_scan() && !engine::supports_scan(engine_name) {
-            continue;
-        }
-        let needs_fresh = matches!(
-            workload.preload,
-            Preload::Fresh | Preload::Sequential | Preload::Half
-        );
-        if needs_fresh && state.used {
-            engine.close()?;
-            fresh_dir(&dir)?;
-            engine = engine::open(engine_name, &dir, context.config)?;
-            state = DbState::default();
-        }
-        let load = match workload.preload {
-            Preload::Sequential | Preload::Half => Some(workload.preload),
-            Preload::Existing if !state.loaded => Some(Preload::Existing),
-            _ => None,
-        };
-        if let Some(kind) = load {
-            runner::load(
-                engine.as_ref(),
-                params,
-                &mut state,
-                kind,
-                threads,
-                &dir,
-                context.progress,
-            )
-            .map_err(|error| error.context(format!("{engine_name} load for {}", workload.name)))?;
-        }
-        let label = format!("{tag} {engine_name} {} t={threads}", workload.name);
-        let output = runner::measure(
-            engine.as_ref(),
-            params,
-            &mut state,
-            workload,
-            threads,
-            &dir,
-            context.progress.then_some(label.as_str()),
-        )
-        .map_err(|error| error.context(format!("{engine_name} {}", workload.name)))?;
-        sink(index, output);
-    }
-    engine.close()?;
-    std::fs::remove_dir_all(&dir).context(format!("removing {}", dir.display()))?;
-    Ok(())
 }
 
 fn run(args: Args) -> Result<()> {
@@ -584,57 +554,37 @@ fn run(args: Args) -> Result<()> {
         }
     }
     for repetition in 0..args.repetitions {
+        let tag = format!("rep {}/{}", repetition + 1, args.repetitions);
         for &thread_count in &threads {
-            for (engine_index, name) in engines.iter().enumerate() {
-                let tag = format!("rep {}/{}", repetition + 1, args.repetitions);
-                let mut failure = None;
-                run_sequence(
-                    &context,
-                    name,
-                    thread_count,
-                    &params,
-                    &tag,
-                    |index, output| {
-                        if let Some(cell) = cells.iter_mut().find(|cell| {
-                            cell.benchmark == index
-                                && cell.threads == thread_count
-                                && cell.engine == engine_index
-                        }) {
-                            let measurement = output.measurement;
-                            let placement = match (
-                                measurement.cross_core_round_trip_ns_before,
-                                measurement.cross_core_round_trip_ns_after,
-                            ) {
-                                (Some(before), Some(after)) => {
-                                    format!(", cross-core {before:.0}/{after:.0} ns")
-                                }
-                                _ => String::new(),
-                            };
-                            let blocks = measurement
-                                .blocks_per_read
-                                .map(|blocks| format!(", {blocks:.3} blocks/read"))
-                                .unwrap_or_default();
-                            let shape = measurement
-                                .level_shape
-                                .as_deref()
-                                .map(|shape| format!(", shape {shape}"))
-                                .unwrap_or_default();
-                            eprintln!(
-                                "  {tag} {name} {} t={thread_count}: {:.0} ops/s, p99 {:.1} us, {:.2} cpu-us/op{blocks}{placement}{shape}",
-                                workloads[index].name, measurement.ops_per_sec, measurement.p99_us,
-                                measurement.cpu_us_per_op
-                            );
-                            cell.runs.push(measurement);
-                            if let Err(error) = cell.histogram.add(&output.histogram) {
-                                failure =
-                                    Some(BenchError::new(format!("histogram merge: {error}")));
-                            }
-                        }
-                    },
-                )?;
-                if let Some(error) = failure {
-                    return Err(error);
+            let mut failure = None;
+            let mut sink = |engine_index: usize, index: usize, output: runner::PhaseOutput| {
+                let name = &engines[engine_index];
+                let phase = format!("{tag} {name} {} t={thread_count}", workloads[index].name);
+                if let Err(error) = record(
+                    &mut cells,
+                    &phase,
+                    (index, thread_count, engine_index),
+                    output,
+                ) {
+                    failure = Some(error);
                 }
+            };
+            if args.interleave_phases {
+                run_interleaved(&context, &engines, thread_count, &params, &tag, &mut sink)?;
+            } else {
+                for (engine_index, name) in engines.iter().enumerate() {
+                    run_sequence(
+                        &context,
+                        name,
+                        thread_count,
+                        &params,
+                        &tag,
+                        |index, output| sink(engine_index, index, output),
+                    )?;
+                }
+            }
+            if let Some(error) = failure {
+                return Err(error);
             }
         }
     }
@@ -814,6 +764,67 @@ mod tests {
         .unwrap();
         let _ = std::fs::remove_dir_all(&root);
         seen
+    }
+
+    #[test]
+    fn interleaved_phases_alternate_engines_in_list_order() {
+        let root = std::env::temp_dir().join(format!("cairn-bench-test-{}-il", std::process::id()));
+        let workloads = workloads::parse_list("fillrandom,settle,readrandom,readrandom").unwrap();
+        let config = config();
+        let context = RunContext {
+            config: &config,
+            workloads: &workloads,
+            db_root: &root,
+            progress: false,
+        };
+        let engines = vec!["cairn-leveling".to_string(), "cairn-lazy".to_string()];
+        let mut seen = Vec::new();
+        run_interleaved(
+            &context,
+            &engines,
+            1,
+            &small_params(0.0),
+            "test",
+            |engine, index, output| {
+                seen.push((engine, index, output.measurement));
+            },
+        )
+        .unwrap();
+        let order: Vec<(usize, usize)> = seen
+            .iter()
+            .map(|(engine, index, _)| (*engine, *index))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (0, 0),
+                (1, 0),
+                (0, 1),
+                (1, 1),
+                (0, 2),
+                (1, 2),
+                (0, 3),
+                (1, 3)
+            ]
+        );
+        // Each engine read the keys its own fill wrote: the second read phase found as many.
+        for (engine, index, measurement) in &seen {
+            if *index >= 2 {
+                assert!(
+                    measurement.ops > 0,
+                    "engine {engine} phase {index} ran nothing"
+                );
+                assert!(
+                    measurement.found * 2 > measurement.reads,
+                    "engine {engine} found too few"
+                );
+            }
+        }
+        assert!(
+            !root.join("cairn-lazy").exists(),
+            "a directory was left behind"
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

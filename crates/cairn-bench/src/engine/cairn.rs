@@ -61,6 +61,11 @@ fn options(config: &EngineConfig, name: &str) -> Options {
             options.membuffer_enabled = true;
             options.membuffer_drainers = 0;
         }
+        // The shape variants override `--compaction_style` (the other shape flags apply), so
+        // one run can compare shapes phase by phase (`--interleave_phases`).
+        "cairn-leveling" => options.compaction_style = cairn::CompactionStyle::Leveling,
+        "cairn-tiering" => options.compaction_style = cairn::CompactionStyle::Tiering,
+        "cairn-lazy" => options.compaction_style = cairn::CompactionStyle::LazyLeveling,
         _ => {}
     }
     #[cfg(feature = "flodb-variants")]

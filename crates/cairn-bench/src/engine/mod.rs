@@ -264,6 +264,9 @@ pub fn available() -> Vec<&'static str> {
         "cairn-membuffer",
         "cairn-nomembuffer",
         "cairn-membuffer-writerdrain",
+        "cairn-leveling",
+        "cairn-tiering",
+        "cairn-lazy",
     ];
     if cfg!(feature = "flodb-variants") {
         names.push("cairn-simpleinsert");
@@ -286,7 +289,10 @@ pub fn check_name(name: &str) -> Result<()> {
         | "cairn-striped"
         | "cairn-membuffer"
         | "cairn-nomembuffer"
-        | "cairn-membuffer-writerdrain" => Ok(()),
+        | "cairn-membuffer-writerdrain"
+        | "cairn-leveling"
+        | "cairn-tiering"
+        | "cairn-lazy" => Ok(()),
         "cairn-simpleinsert" | "cairn-membuffer-move" if cfg!(feature = "flodb-variants") => {
             Ok(())
         }
@@ -300,7 +306,7 @@ pub fn check_name(name: &str) -> Result<()> {
             "engine `{name}` was not compiled in: rebuild with `--features {name}` (see bench/README.md)"
         ))),
         other => Err(BenchError::new(format!(
-            "unknown engine `{other}` (known: cairn, cairn-striped, rocksdb, leveldb, {}; built: {})",
+            "unknown engine `{other}` (known: cairn, cairn-striped, cairn-leveling, cairn-tiering, cairn-lazy, rocksdb, leveldb, {}; built: {})",
             IN_MEMORY.join(", "),
             available().join(", ")
         ))),
@@ -311,6 +317,7 @@ pub fn check_name(name: &str) -> Result<()> {
 pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
     match name {
         "cairn" => cairn::mapping(config),
+        "cairn-leveling" | "cairn-tiering" | "cairn-lazy" => cairn::mapping_for(name, config),
         "cairn-striped" => {
             let mut lines = cairn::mapping(config);
             lines.push(
