@@ -29,15 +29,7 @@ impl DbInner {
         version: &'a Version,
         key: &'a [u8],
     ) -> Vec<&'a Arc<FileMeta>> {
-        let mut candidates: Vec<&Arc<FileMeta>> = version
-            .files(0)
-            .iter()
-            .filter(|file| file.overlaps(Some(key), Some(key)))
-            .collect();
-        for level in 1..version.level_count() {
-            candidates.extend(version.find_files(level, key));
-        }
-        candidates
+        Self::candidate_files(version, key).collect()
     }
 
     /// Probes `candidates` (two or more) concurrently; see the module documentation.

@@ -29,13 +29,20 @@ use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
 use crate::memory::WriteHint;
 use crate::options::ReadOptions;
 use crate::snapshot::Snapshot;
+use crate::sstable::bloom::bloom_hash;
 use crate::sstable::pinned::PinnedValue;
 use crate::sstable::reader::TableFound;
 use crate::sstable::Table;
 use crate::stats::Counters;
 use crate::table_cache::{LevelIterator, ScanSource};
-use crate::version::Version;
+use crate::version::{FileMeta, Version};
 use std::sync::Arc;
+
+/// Candidate tables a point lookup gathers (and prefetches the filter lines of) before it
+/// probes them (`probe_tables`): more than level 0's runs plus one run per deeper level under
+/// the default shapes, and few enough that a deep tiered tree, where the lookup may stop at
+/// the first hit, does not load lines it never reads.
+const PROBE_BATCH: usize = 8;
 
 /// A version as the read paths return it: its sequence, value (`None`: a tombstone or an
 /// expired value) and expiry in milliseconds since the Unix epoch (`None`: none).
@@ -281,8 +288,8 @@ impl DbInner {
                 .map(PinnedValue::owned));
         }
         let lookup = internal_key(key, sequence, ValueKind::SEEK);
-        let found = self.probe_tables(&super_version.version, key, |table| {
-            table.get_pinned(&lookup)
+        let found = self.probe_tables(&super_version.version, key, |table, hash| {
+            table.get_pinned(&lookup, Some(hash))
         })?;
         Ok(found.and_then(|(_, kind, value)| pinned_value(kind, value)))
     }
@@ -303,35 +310,63 @@ impl DbInner {
                 return self.tables_version_parallel(pool, &candidates, &lookup);
             }
         }
-        let found = self.probe_tables(version, key, |table| table.get(&lookup))?;
+        let found = self.probe_tables(version, key, |table, hash| {
+            table.get_with_hash(&lookup, Some(hash), true)
+        })?;
         Ok(found.map(|(sequence, kind, value)| moved_version(sequence, kind, value)))
     }
 
     /// The first table entry for `key` found by `probe`, trying the tables that may hold it
     /// newest first (level 0 newest file first, then one file per run of each deeper level):
-    /// the first hit is the newest version (version invariant 3).
+    /// the first hit is the newest version (version invariant 3). `probe` gets the key's
+    /// Bloom hash, computed once for every table.
+    ///
+    /// The candidates are taken `PROBE_BATCH` at a time, and the filter line of each one
+    /// already open is prefetched before any is probed: with every block in memory, a probe
+    /// of a run the key is not in costs mostly its filter miss, and a tiered level holds
+    /// several runs, so the misses overlap instead of following one another.
     fn probe_tables<V>(
         &self,
         version: &Version,
         key: &[u8],
-        probe: impl Fn(&Table) -> Result<TableFound<V>>,
+        probe: impl Fn(&Table, u64) -> Result<TableFound<V>>,
     ) -> Result<TableFound<V>> {
-        for file in version.files(0) {
-            if !file.overlaps(Some(key), Some(key)) {
-                continue;
+        let hash = bloom_hash(key);
+        let mut files = Self::candidate_files(version, key);
+        loop {
+            let mut batch: [Option<&Arc<FileMeta>>; PROBE_BATCH] = [None; PROBE_BATCH];
+            let mut gathered = 0;
+            for (slot, file) in batch.iter_mut().zip(files.by_ref()) {
+                if let Some(table) = file.table.get() {
+                    table.prefetch_filter(hash);
+                }
+                *slot = Some(file);
+                gathered += 1;
             }
-            if let Some(found) = probe(self.table_cache.table_ref(file)?)? {
-                return Ok(Some(found));
+            if gathered == 0 {
+                return Ok(None);
             }
-        }
-        for level in 1..version.level_count() {
-            for file in version.find_files(level, key) {
-                if let Some(found) = probe(self.table_cache.table_ref(file)?)? {
+            for file in batch.iter().flatten() {
+                if let Some(found) = probe(self.table_cache.table_ref(file)?, hash)? {
                     return Ok(Some(found));
                 }
             }
         }
-        Ok(None)
+    }
+
+    /// The files a point lookup of `key` may find it in, newest first: the level-0 files
+    /// whose range holds it, then the one file per run of each deeper level that does.
+    pub(super) fn candidate_files<'a>(
+        version: &'a Version,
+        key: &'a [u8],
+    ) -> impl Iterator<Item = &'a Arc<FileMeta>> + 'a {
+        let level0 = version
+            .files(0)
+            .iter()
+            .filter(move |file| file.overlaps(Some(key), Some(key)));
+        let deeper =
+            (1..version.level_count()).flat_map(move |level| version.find_files(level, key));
+        level0.chain(deeper)
     }
 
     /// A cursor over the latest state (or `snapshot`), bounded to `[lower, upper)`.

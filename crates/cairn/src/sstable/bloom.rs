@@ -186,6 +186,16 @@ impl BloomFilter {
         self.may_contain_hash(bloom_hash(user_key))
     }
 
+    /// Starts loading the one 64-byte block a probe for `hash` reads (a hint: see
+    /// [`crate::sync::prefetch_read`]).
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        let base = block_index(hash, self.block_count) * FILTER_BLOCK_BYTES;
+        if let Some(byte) = self.bits.get(base) {
+            crate::sync::prefetch_read(byte);
+        }
+    }
+
     /// [`Self::may_contain`] for a precomputed [`bloom_hash`].
     pub fn may_contain_hash(&self, hash: u64) -> bool {
         let base = block_index(hash, self.block_count) * FILTER_BLOCK_BYTES;

@@ -28,7 +28,7 @@
 //!    exactly where the footer starts (checked at open).
 
 use super::block::{Block, BlockIterator, BlockOrigin, BlockView, OriginRef};
-use super::bloom::BloomFilter;
+use super::bloom::{bloom_hash, BloomFilter};
 use super::cache::BlockCache;
 use super::fences::Fences;
 use super::format::{mapped_block_range, read_block_contents, BlockHandle, Footer, FOOTER_BYTES};
@@ -140,7 +140,18 @@ impl Table {
     /// Writes no shared memory unless the block must be read from the file: a mapped block is
     /// searched where it lies, a cached one under an epoch pin, both through a borrowed view.
     pub fn get_with(&self, lookup_key: &[u8], fill_cache: bool) -> Result<TableGet> {
-        let Some((user_key, handle)) = self.locate(lookup_key)? else {
+        self.get_with_hash(lookup_key, None, fill_cache)
+    }
+
+    /// [`Self::get_with`] given the user key's [`bloom_hash`] (`None`: computed here), so a
+    /// lookup that probes many tables hashes its key once.
+    pub(crate) fn get_with_hash(
+        &self,
+        lookup_key: &[u8],
+        hash: Option<u64>,
+        fill_cache: bool,
+    ) -> Result<TableGet> {
+        let Some((user_key, handle)) = self.locate(lookup_key, hash)? else {
             return Ok(None);
         };
         self.with_data_block(handle, fill_cache, |view| {
@@ -151,8 +162,14 @@ impl Table {
     /// [`Self::get`] without copying the value: it comes back as the data block holding it
     /// and its range (one reference count on the block; a block read in place from a mapping
     /// is wrapped in its `Arc` first, one allocation).
-    pub fn get_pinned(&self, lookup_key: &[u8]) -> Result<TableFound<PinnedValue>> {
-        let Some((user_key, handle)) = self.locate(lookup_key)? else {
+    /// `hash` is the user key's [`bloom_hash`] (`None`: computed here), so a lookup that
+    /// probes many tables hashes its key once.
+    pub(crate) fn get_pinned(
+        &self,
+        lookup_key: &[u8],
+        hash: Option<u64>,
+    ) -> Result<TableFound<PinnedValue>> {
+        let Some((user_key, handle)) = self.locate(lookup_key, hash)? else {
             return Ok(None);
         };
         let pin = |block: &Arc<Block>| -> Result<TableFound<PinnedValue>> {
@@ -189,7 +206,7 @@ impl Table {
         let mut group: Vec<(usize, &[u8], &[u8])> = Vec::new();
         let mut current: Option<BlockHandle> = None;
         for (index, lookup_key) in lookup_keys.iter().enumerate() {
-            let Some((user_key, handle)) = self.locate(lookup_key)? else {
+            let Some((user_key, handle)) = self.locate(lookup_key, None)? else {
                 continue;
             };
             if current != Some(handle) {
@@ -234,9 +251,14 @@ impl Table {
 
     /// The user key of `lookup_key` and the handle of the one data block that may hold it;
     /// `None` if the Bloom filter or the fence pointers rule the table out.
-    fn locate<'k>(&self, lookup_key: &'k [u8]) -> Result<Option<(&'k [u8], BlockHandle)>> {
+    fn locate<'k>(
+        &self,
+        lookup_key: &'k [u8],
+        hash: Option<u64>,
+    ) -> Result<Option<(&'k [u8], BlockHandle)>> {
         let user_key = self.lookup_user_key(lookup_key)?;
-        if !self.filter_allows(user_key) {
+        debug_assert!(hash.is_none_or(|hash| hash == bloom_hash(user_key)));
+        if !self.filter_allows(user_key, hash) {
             return Ok(None);
         }
         Ok(self
@@ -255,10 +277,21 @@ impl Table {
         }
     }
 
-    /// False if the Bloom filter proves `user_key` absent (counted in `filter_skips`).
-    fn filter_allows(&self, user_key: &[u8]) -> bool {
+    /// Starts loading the filter line a lookup of a key with [`bloom_hash`] `hash` will probe,
+    /// so that a lookup probing several tables overlaps their filter misses instead of paying
+    /// them one after another (a hint; nothing if the table has no filter).
+    pub(crate) fn prefetch_filter(&self, hash: u64) {
+        if let Some(filter) = &self.filter {
+            filter.prefetch(hash);
+        }
+    }
+
+    /// False if the Bloom filter proves `user_key` (whose [`bloom_hash`] is `hash`, if given)
+    /// absent (counted in `filter_skips`).
+    fn filter_allows(&self, user_key: &[u8], hash: Option<u64>) -> bool {
+        let hash = || hash.unwrap_or_else(|| bloom_hash(user_key));
         match &self.filter {
-            Some(filter) if !filter.may_contain(user_key) => {
+            Some(filter) if !filter.may_contain_hash(hash()) => {
                 self.filter_skips.add(1);
                 false
             }

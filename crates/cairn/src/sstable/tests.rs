@@ -448,7 +448,7 @@ fn mapped_tables_read_blocks_in_place_and_keep_them_alive() {
     let (key, value) = &entries[entries.len() / 2];
     let parsed = parse_internal_key(key).unwrap();
     let lookup = internal_key(parsed.user_key, parsed.sequence, ValueKind::SEEK);
-    let (_, _, pinned) = table.get_pinned(&lookup).unwrap().unwrap();
+    let (_, _, pinned) = table.get_pinned(&lookup, None).unwrap().unwrap();
     iter.seek(key);
     drop(table);
     drop(copy);
@@ -509,7 +509,7 @@ fn mapped_point_reads_take_no_reference_count() {
     let (key, _) = &entries[0];
     let parsed = parse_internal_key(key).unwrap();
     let lookup = internal_key(parsed.user_key, parsed.sequence, ValueKind::SEEK);
-    let (_, _, pinned) = table.get_pinned(&lookup).unwrap().unwrap();
+    let (_, _, pinned) = table.get_pinned(&lookup, None).unwrap().unwrap();
     assert_eq!(
         table.shared_counts().0,
         before.0 + 1,
