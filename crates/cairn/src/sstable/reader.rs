@@ -13,8 +13,9 @@
 //! from the file: the index and the data block are searched through borrowed views
 //! ([`BlockView`]: no `Arc` clone), a block of a mapped table is checked and parsed where it
 //! lies (no allocation, no reference count, not even the path's), a cache hit takes no lock,
-//! and the filter-skip and mapped-read counters are striped. Only `get_pinned` and iterators,
-//! which hand out or keep a block past the call, wrap a mapped block in its `Arc<Block>`.
+//! and the mapped-read counter is striped (Bloom negatives are not counted). Only
+//! `get_pinned` and iterators, which hand out or keep a block past the call, wrap a mapped
+//! block in its `Arc<Block>`.
 //!
 //! Thread-safety contract: `Table` is `Send + Sync`; `get` and `iter` may run from many threads
 //! at once (file reads are positional or copies out of a read-only mapping, statistics are
@@ -38,7 +39,6 @@ use crate::fs::{MappedSlice, Mapping, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, parse_internal_key, SequenceNumber, ValueKind};
 use crate::sstable::pinned::PinnedValue;
-use crate::sync::StripedCounter;
 use std::cmp::Ordering;
 use std::fmt;
 use std::ops::Range;
@@ -65,9 +65,6 @@ pub struct Table {
     filter: Option<BloomFilter>,
     properties: TableProperties,
     size_bytes: u64,
-    /// Striped: a Bloom negative is the hottest path of a lookup that misses, and one shared
-    /// counter line would bounce between every reading core.
-    filter_skips: StripedCounter,
 }
 
 impl fmt::Debug for Table {
@@ -122,7 +119,6 @@ impl Table {
             filter,
             properties,
             size_bytes,
-            filter_skips: StripedCounter::default(),
         })
     }
 
@@ -287,16 +283,12 @@ impl Table {
     }
 
     /// False if the Bloom filter proves `user_key` (whose [`bloom_hash`] is `hash`, if given)
-    /// absent (counted in `filter_skips`).
+    /// absent. Not counted: a Bloom negative is the commonest step of a lookup, and even a
+    /// striped counter's atomic add was a measurable share of a lookup probing many runs.
     fn filter_allows(&self, user_key: &[u8], hash: Option<u64>) -> bool {
-        let hash = || hash.unwrap_or_else(|| bloom_hash(user_key));
-        match &self.filter {
-            Some(filter) if !filter.may_contain_hash(hash()) => {
-                self.filter_skips.add(1);
-                false
-            }
-            _ => true,
-        }
+        self.filter.as_ref().is_none_or(|filter| {
+            filter.may_contain_hash(hash.unwrap_or_else(|| bloom_hash(user_key)))
+        })
     }
 
     /// The handle of the one data block that may hold `lookup_key` (fence-pointer search).
@@ -435,19 +427,12 @@ impl Table {
         self.properties.largest_sequence
     }
 
-    /// False only if the Bloom filter proves `user_key` absent (always true without a filter;
-    /// not counted in `filter_skips`, which counts point lookups).
+    /// False only if the Bloom filter proves `user_key` absent (always true without a filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         match &self.filter {
             Some(filter) => filter.may_contain(user_key),
             None => true,
         }
-    }
-
-    #[cfg(any(test, feature = "testing"))]
-    /// Point lookups answered by the filter alone (statistics).
-    pub fn filter_skips(&self) -> u64 {
-        self.filter_skips.get()
     }
 
     #[cfg(any(test, feature = "testing"))]
