@@ -725,6 +725,19 @@ mod tests {
         }
     }
 
+    fn test_context<'a>(
+        config: &'a EngineConfig,
+        workloads: &'a [workloads::Workload],
+        root: &'a std::path::Path,
+    ) -> RunContext<'a> {
+        RunContext {
+            config,
+            workloads,
+            db_root: root,
+            progress: false,
+        }
+    }
+
     fn run_all(names: &str, params: &Params, threads: usize) -> Vec<(usize, Measurement)> {
         let seen = run_on("cairn", names, params, threads);
         assert_eq!(seen.len(), names.split(',').count());
@@ -744,12 +757,7 @@ mod tests {
         ));
         let workloads = workloads::parse_list(names).unwrap();
         let config = config();
-        let context = RunContext {
-            config: &config,
-            workloads: &workloads,
-            db_root: &root,
-            progress: false,
-        };
+        let context = test_context(&config, &workloads, &root);
         let mut seen = Vec::new();
         run_sequence(
             &context,
@@ -767,16 +775,40 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_listed_twice_interleaves_on_two_databases() {
+        let root = std::env::temp_dir().join(format!("cairn-bench-test-{}-aa", std::process::id()));
+        let workloads = workloads::parse_list("fillrandom,readrandom").unwrap();
+        let config = config();
+        let context = test_context(&config, &workloads, &root);
+        let engines = vec!["cairn".to_string(), "cairn".to_string()];
+        let mut found = Vec::new();
+        run_interleaved(
+            &context,
+            &engines,
+            1,
+            &small_params(0.0),
+            "test",
+            |_, index, output| {
+                if index == 1 {
+                    found.push(output.measurement.found * 2 > output.measurement.reads);
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            found,
+            [true, true],
+            "each copy reads the keys its own fill wrote"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
     fn interleaved_phases_alternate_engines_in_list_order() {
         let root = std::env::temp_dir().join(format!("cairn-bench-test-{}-il", std::process::id()));
         let workloads = workloads::parse_list("fillrandom,settle,readrandom,readrandom").unwrap();
         let config = config();
-        let context = RunContext {
-            config: &config,
-            workloads: &workloads,
-            db_root: &root,
-            progress: false,
-        };
+        let context = test_context(&config, &workloads, &root);
         let engines = vec!["cairn-leveling".to_string(), "cairn-lazy".to_string()];
         let mut seen = Vec::new();
         run_interleaved(

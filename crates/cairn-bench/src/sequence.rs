@@ -3,8 +3,8 @@
 //! configurations compared on one machine see the same minute of it.
 //!
 //! Invariants:
-//! 1. Every sequence starts on a fresh directory under the run's database root and removes
-//!    it at the end.
+//! 1. Every sequence starts on a fresh directory under the run's database root, its own even
+//!    when an engine is listed twice, and removes it at the end.
 //! 2. A workload whose preload needs a fresh database reopens the engine on an emptied
 //!    directory; one that needs the key space loaded loads it once.
 //! 3. Interleaved, phase `i` of every engine runs before phase `i + 1` of any engine, and each
@@ -43,9 +43,9 @@ struct Sequence<'a> {
 }
 
 impl<'a> Sequence<'a> {
-    /// Opens `name` on a fresh directory (invariant 1).
-    fn open(context: &RunContext<'_>, name: &'a str) -> Result<Self> {
-        let dir = context.db_root.join(name);
+    /// Opens `name` on a fresh directory `dir_name` under the run's root (invariant 1).
+    fn open(context: &RunContext<'_>, name: &'a str, dir_name: &str) -> Result<Self> {
+        let dir = context.db_root.join(dir_name);
         fresh_dir(&dir)?;
         let engine = engine::open(name, &dir, context.config)
             .map_err(|error| error.context(format!("opening {name} in {}", dir.display())))?;
@@ -136,7 +136,7 @@ pub fn run_sequence(
     tag: &str,
     mut sink: impl FnMut(usize, runner::PhaseOutput),
 ) -> Result<()> {
-    let mut sequence = Sequence::open(context, engine_name)?;
+    let mut sequence = Sequence::open(context, engine_name, engine_name)?;
     for index in 0..context.workloads.len() {
         if let Some(output) = sequence.run_phase(context, index, threads, params, tag)? {
             sink(index, output);
@@ -156,8 +156,9 @@ pub fn run_interleaved(
     mut sink: impl FnMut(usize, usize, runner::PhaseOutput),
 ) -> Result<()> {
     let mut sequences = Vec::with_capacity(engine_names.len());
-    for name in engine_names {
-        sequences.push(Sequence::open(context, name)?);
+    // Numbered directories: the same engine may be listed twice (an A/A noise check).
+    for (index, name) in engine_names.iter().enumerate() {
+        sequences.push(Sequence::open(context, name, &format!("{index}-{name}"))?);
     }
     for index in 0..context.workloads.len() {
         for (engine_index, sequence) in sequences.iter_mut().enumerate() {

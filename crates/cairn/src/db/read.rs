@@ -16,9 +16,10 @@
 //!    against the drop marks of its keys' buckets (`membuffer::gate`); one that an in-place
 //!    update may have robbed of its version is redone in a hold of the gate, at a later read
 //!    point (the read started before that update was acknowledged, so the later point is
-//!    linearizable). A latest-state iterator holds the gate from before its read point until
-//!    its cursor has drained every Membuffer partition (it drains each as it enters its key
-//!    range, `memory::scan`) or is dropped.
+//!    linearizable). A latest-state iterator holds the gate from before its read point, a
+//!    snapshot iterator from its creation (its snapshot may be released before it ends),
+//!    until its cursor has drained every Membuffer partition (it drains each as it enters
+//!    its key range, `memory::scan`) or is dropped.
 
 use super::inner::DbInner;
 use super::super_version::SuperVersion;
@@ -383,11 +384,21 @@ impl DbInner {
         if let Some(key) = upper {
             check_key(key)?;
         }
-        // A latest-state iterator holds the overwrite gate until the Membuffer is drained into
-        // the memtable it iterates (`membuffer::gate`, step 2): here for the sealed buffers,
-        // in the active buffer's cursor for its partitions.
+        // An iterator holds the overwrite gate until the Membuffer is drained into the
+        // memtable it iterates (`membuffer::gate`, step 2): here for the sealed buffers, in
+        // the active buffer's cursor for its partitions.
         let (sequence, super_version, hold) = match snapshot {
-            Some(snapshot) => (snapshot.sequence(), self.super_version.load_full(), None),
+            // The snapshot keeps its versions only while it is registered, and the cursor may
+            // outlive it (`range_at` drops its copy): a hold, taken while the snapshot still
+            // stands, keeps them for the partitions the cursor has yet to drain (gate
+            // invariant 2). No wait: every version the snapshot sees is already visible.
+            Some(snapshot) => (
+                snapshot.sequence(),
+                self.super_version.load_full(),
+                self.overwrite_gate
+                    .as_ref()
+                    .map(crate::membuffer::OverwriteGate::hold),
+            ),
             None => {
                 let hold = self.hold_overwrites();
                 let (sequence, super_version) = self.read_point();

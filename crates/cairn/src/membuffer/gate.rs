@@ -17,7 +17,8 @@
 //!    `n`. A read of the latest state may take a later point: it started before `n` was
 //!    acknowledged. False alarms (another key in the bucket) cost one retry.
 //! 2. **Snapshots and latest-state iterators hold the gate** while they pick their sequence
-//!    (and, for an iterator, until the Membuffer is drained into the memtable it iterates):
+//!    (and, for an iterator — a snapshot's too, which takes its hold without the wait below —
+//!    until the Membuffer is drained into the memtable it iterates):
 //!    `hold` counts them in `pending`, and the caller then waits until every sequence
 //!    reserved so far is visible before it takes its read point. An update that loaded
 //!    `pending` as zero before the hold began had already reserved its sequence, so the read

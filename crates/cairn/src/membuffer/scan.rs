@@ -15,7 +15,8 @@
 //! 1. After `drain_for_scan(marks, p)` returns, the memtable holds every version of partition
 //!    `p` whose insert completed before `marks` were taken, unless an in-place update dropped
 //!    it: the caller keeps the overwrite gate held until its last partition is drained (or it
-//!    ends), so no version at or below its read point is dropped meanwhile (`gate` step 2).
+//!    ends), so no version at or below its read point is dropped meanwhile (`gate` step 2;
+//!    a snapshot scan holds it too, since its snapshot may be released first).
 //! 2. A partition is drained at most once per `ScanMarks` (`drained`), and `remaining` counts
 //!    the partitions not yet marked drained.
 

@@ -19,8 +19,9 @@
 //!    point (`membuffer::scan` invariant 1), and the cursor lies in the current partition's
 //!    range or past the upper bound; backward moves happen only after every partition is
 //!    drained.
-//! 2. The overwrite-gate hold taken before the read point is kept until every partition is
-//!    drained (then released) or the cursor is dropped.
+//! 2. The overwrite-gate hold (taken before the read point of a latest-state scan, or while
+//!    a snapshot scan's snapshot still stood) is kept until every partition is drained (then
+//!    released) or the cursor is dropped.
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
