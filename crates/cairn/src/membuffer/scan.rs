@@ -17,8 +17,8 @@
 //!    it: the caller keeps the overwrite gate held until its last partition is drained (or it
 //!    ends), so no version at or below its read point is dropped meanwhile (`gate` step 2;
 //!    a snapshot scan holds it too, since its snapshot may be released first).
-//! 2. A partition is drained at most once per `ScanMarks` (`drained`), and `remaining` counts
-//!    the partitions not yet marked drained.
+//! 2. A partition is drained at most once per `ScanMarks` (its mark is taken), and
+//!    `remaining` counts the partitions whose mark is still there.
 
 use super::Membuffer;
 use crate::memtable::Memtable;
@@ -27,10 +27,10 @@ use std::sync::atomic::Ordering;
 /// One scan's view of the Membuffer's partitions (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct ScanMarks {
-    /// Per partition: its swap count when the scan took its read point.
-    seen: Vec<u64>,
-    /// Per partition: drained (or piggybacked) for this scan (invariant 2).
-    drained: Vec<bool>,
+    /// Per partition: its swap count when the scan took its read point, or None once it is
+    /// drained (or piggybacked) for this scan (invariant 2). One vector: a scan allocates
+    /// once.
+    seen: Vec<Option<u64>>,
     remaining: usize,
 }
 
@@ -42,12 +42,12 @@ impl ScanMarks {
 
     /// Whether partition `partition` is drained for this scan (true past the last one).
     pub(crate) fn is_drained(&self, partition: usize) -> bool {
-        self.drained.get(partition).copied().unwrap_or(true)
+        self.seen.get(partition).is_none_or(Option::is_none)
     }
 
     /// Number of partitions.
     pub(crate) fn partitions(&self) -> usize {
-        self.drained.len()
+        self.seen.len()
     }
 }
 
@@ -56,17 +56,13 @@ impl Membuffer {
     /// (every version inserted so far went to the memtable directly: the sample).
     pub(crate) fn scan_marks(&self) -> Option<ScanMarks> {
         let layout = self.layout.get()?;
-        let seen: Vec<u64> = layout
+        let seen: Vec<Option<u64>> = layout
             .partitions
             .iter()
-            .map(|partition| partition.swaps.load(Ordering::SeqCst))
+            .map(|partition| Some(partition.swaps.load(Ordering::SeqCst)))
             .collect();
-        let count = seen.len();
-        Some(ScanMarks {
-            seen,
-            drained: vec![false; count],
-            remaining: count,
-        })
+        let remaining = seen.len();
+        Some(ScanMarks { seen, remaining })
     }
 
     /// The partition holding user key `key` (0 before the partitions exist).
@@ -90,17 +86,12 @@ impl Membuffer {
         partition: usize,
         memtable: &Memtable,
     ) {
-        let (Some(layout), Some(seen), Some(drained)) = (
-            self.layout.get(),
-            marks.seen.get(partition).copied(),
-            marks.drained.get_mut(partition),
-        ) else {
+        let (Some(layout), Some(mark)) = (self.layout.get(), marks.seen.get_mut(partition)) else {
             return;
         };
-        if *drained {
+        let Some(seen) = mark.take() else {
             return;
-        }
-        *drained = true;
+        };
         marks.remaining -= 1;
         let Some(state) = layout.partitions.get(partition) else {
             return;
