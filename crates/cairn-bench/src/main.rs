@@ -133,6 +133,12 @@ struct Args {
     /// Run each measured phase this many seconds instead of a count (0: use counts).
     #[arg(long, default_value_t = 0.0)]
     duration: f64,
+    /// readwhilewriting's unmeasured writer puts at most this many keys per second (0: as
+    /// fast as it can, db_bench's default). db_bench's `--benchmark_write_rate_limit` in
+    /// operations: two engines' readers then compare at one write rate, so a faster writer
+    /// does not take more of the cores from the readers it is measured against.
+    #[arg(long = "writer_ops_per_sec", default_value_t = 0)]
+    writer_ops_per_sec: u64,
     /// cairn's block compression: none, lz4 or zstd (the other engines stay uncompressed).
     #[arg(long = "compression_type", default_value = "none", value_parser = parse_compression)]
     compression_type: ::cairn::Compression,
@@ -437,6 +443,7 @@ fn run(args: Args) -> Result<()> {
         sync_every: args.sync_every,
         probe_placement: args.probe_placement,
         multiget_batch: args.multiget_batch,
+        writer_ops_per_sec: args.writer_ops_per_sec,
     };
     let memstore_capacity = match args.memstore_capacity {
         0 => auto_memstore_capacity(&params)?,
@@ -700,6 +707,7 @@ mod tests {
             sync_every: 0,
             probe_placement: false,
             multiget_batch: 8,
+            writer_ops_per_sec: 0,
         }
     }
 
@@ -890,6 +898,29 @@ mod tests {
         assert_eq!(by_name("readseq").ops, by_name("readseq").ops.min(3000));
         // readwhilewriting measures the readers and counts the writer apart.
         assert_eq!(by_name("readwhilewriting").ops, 2000);
+    }
+
+    /// A paced writer puts no faster than its rate (one check every 64 puts, so at most 64
+    /// ahead); an unpaced one in the same phase length runs far ahead of it.
+    #[test]
+    fn a_paced_writer_keeps_to_its_rate() {
+        let rate = 2000;
+        let paced = Params {
+            writer_ops_per_sec: rate,
+            ..small_params(0.5)
+        };
+        let free = small_params(0.5);
+        let writer_rate = |params: &Params| {
+            let results = run_all("readwhilewriting", params, 1);
+            let (_, measurement) = results.first().cloned().unwrap();
+            measurement.writer_ops as f64 / measurement.seconds
+        };
+        let paced_rate = writer_rate(&paced);
+        assert!(
+            paced_rate <= rate as f64 * 1.2 + 64.0 / 0.5,
+            "{paced_rate} puts/s"
+        );
+        assert!(writer_rate(&free) > paced_rate * 2.0);
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct Params {
     pub probe_placement: bool,
     /// Keys per batch of `multireadrandom`.
     pub multiget_batch: usize,
+    /// Puts per second of readwhilewriting's unmeasured writer at most (0: as fast as it
+    /// can), so two engines' readers compare at one write rate.
+    pub writer_ops_per_sec: u64,
 }
 
 /// What the database holds, carried from one workload to the next in a sequence.
@@ -218,6 +221,17 @@ fn slice(total: u64, thread: usize, threads: usize) -> (u64, u64) {
     (start, length)
 }
 
+/// Sleeps until `done` operations are due at `per_second` since `began` (a writer that is
+/// ahead of its rate waits; one behind it never sleeps).
+fn pace(began: Instant, done: u64, per_second: u64) {
+    #[allow(clippy::cast_precision_loss)]
+    let due = began + Duration::from_secs_f64(done as f64 / per_second.max(1) as f64);
+    let now = Instant::now();
+    if due > now {
+        std::thread::sleep(due - now);
+    }
+}
+
 fn record(histogram: &mut Histogram<u64>, started: Instant) {
     let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
     histogram.saturating_record(nanos.max(1));
@@ -287,6 +301,9 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
         outcome.counted = counted;
     }
     let writer = matches!(role, Role::Writer { .. });
+    let paced =
+        matches!(role, Role::Writer { counted: false, .. }) && params.writer_ops_per_sec > 0;
+    let began = Instant::now();
     let uniform = KeyDist::Uniform { n: params.num };
     let mut i: u64 = 0;
     let mut pending = 0u64;
@@ -302,6 +319,9 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
                 if Instant::now() >= deadline {
                     break;
                 }
+            }
+            if paced {
+                pace(began, i, params.writer_ops_per_sec);
             }
         }
         let op = if writer {
