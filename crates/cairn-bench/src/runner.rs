@@ -221,15 +221,13 @@ fn slice(total: u64, thread: usize, threads: usize) -> (u64, u64) {
     (start, length)
 }
 
-/// Sleeps until `done` operations are due at `per_second` since `began` (a writer that is
-/// ahead of its rate waits; one behind it never sleeps).
-fn pace(began: Instant, done: u64, per_second: u64) {
+/// How long a writer that has done `done` operations since `began` must still wait to keep
+/// to `per_second` (None: it is not ahead of its rate).
+fn pace_wait(began: Instant, done: u64, per_second: u64) -> Option<Duration> {
     #[allow(clippy::cast_precision_loss)]
     let due = began + Duration::from_secs_f64(done as f64 / per_second.max(1) as f64);
-    let now = Instant::now();
-    if due > now {
-        std::thread::sleep(due - now);
-    }
+    due.checked_duration_since(Instant::now())
+        .filter(|wait| !wait.is_zero())
 }
 
 fn record(histogram: &mut Histogram<u64>, started: Instant) {
@@ -320,8 +318,13 @@ fn run_worker(plan: &Plan<'_>, role: Role) -> Result<WorkerOutcome> {
                     break;
                 }
             }
-            if paced {
-                pace(began, i, params.writer_ops_per_sec);
+            // Sleeps in slices of at most 10 ms, so a stop ends the phase at once however
+            // low the rate.
+            while paced && !plan.stop.load(Ordering::Relaxed) {
+                let Some(wait) = pace_wait(began, i, params.writer_ops_per_sec) else {
+                    break;
+                };
+                std::thread::sleep(wait.min(Duration::from_millis(10)));
             }
         }
         let op = if writer {
