@@ -782,27 +782,38 @@ mod tests {
         seen
     }
 
-    #[test]
-    fn an_engine_listed_twice_interleaves_on_two_databases() {
-        let root = std::env::temp_dir().join(format!("cairn-bench-test-{}-aa", std::process::id()));
-        let workloads = workloads::parse_list("fillrandom,readrandom").unwrap();
+    /// Runs `list` with `--interleave_phases` over `engines` (1 thread, small parameters) in
+    /// a fresh directory named by `tag`, handing each phase to `on_phase`; returns that
+    /// directory, which the caller removes.
+    fn interleave(
+        engines: &[&str],
+        list: &str,
+        tag: &str,
+        on_phase: impl FnMut(usize, usize, runner::PhaseOutput),
+    ) -> std::path::PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("cairn-bench-test-{}-{tag}", std::process::id()));
+        let workloads = workloads::parse_list(list).unwrap();
         let config = config();
         let context = test_context(&config, &workloads, &root);
-        let engines = vec!["cairn".to_string(), "cairn".to_string()];
+        let engines: Vec<String> = engines.iter().map(|name| (*name).to_string()).collect();
+        run_interleaved(&context, &engines, 1, &small_params(0.0), "test", on_phase).unwrap();
+        root
+    }
+
+    #[test]
+    fn an_engine_listed_twice_interleaves_on_two_databases() {
         let mut found = Vec::new();
-        run_interleaved(
-            &context,
-            &engines,
-            1,
-            &small_params(0.0),
-            "test",
+        let root = interleave(
+            &["cairn", "cairn"],
+            "fillrandom,readrandom",
+            "aa",
             |_, index, output| {
                 if index == 1 {
                     found.push(output.measurement.found * 2 > output.measurement.reads);
                 }
             },
-        )
-        .unwrap();
+        );
         assert_eq!(
             found,
             [true, true],
@@ -813,23 +824,13 @@ mod tests {
 
     #[test]
     fn interleaved_phases_alternate_engines_in_list_order() {
-        let root = std::env::temp_dir().join(format!("cairn-bench-test-{}-il", std::process::id()));
-        let workloads = workloads::parse_list("fillrandom,settle,readrandom,readrandom").unwrap();
-        let config = config();
-        let context = test_context(&config, &workloads, &root);
-        let engines = vec!["cairn-leveling".to_string(), "cairn-lazy".to_string()];
         let mut seen = Vec::new();
-        run_interleaved(
-            &context,
-            &engines,
-            1,
-            &small_params(0.0),
-            "test",
-            |engine, index, output| {
-                seen.push((engine, index, output.measurement));
-            },
-        )
-        .unwrap();
+        let root = interleave(
+            &["cairn-leveling", "cairn-lazy"],
+            "fillrandom,settle,readrandom,readrandom",
+            "il",
+            |engine, index, output| seen.push((engine, index, output.measurement)),
+        );
         let order: Vec<(usize, usize)> = seen
             .iter()
             .map(|(engine, index, _)| (*engine, *index))
