@@ -35,8 +35,9 @@
 //! (multi-insert or, for the benchmark variant, one by one), then clear `draining` and retire
 //! the table.
 //!
-//! Read (`get`, pinned): the current table, then the draining table, the version at or below the
-//! read's sequence from either, copied out; the caller then asks the memtable and keeps the
+//! Read (`get`, pinned): the current table, then the draining table (each asks its presence
+//! `filter` before its slots: most reads are of keys the Membuffer does not hold), the version
+//! at or below the read's sequence from either, copied out; the caller then asks the memtable and keeps the
 //! newer. By the
 //! drain's order (draining set before the swap, cleared after the memtable inserts; all
 //! `SeqCst`), a reader that misses a version in both tables finds it in the memtable.
@@ -72,6 +73,7 @@
 
 mod boundaries;
 mod drainer;
+mod filter;
 mod gate;
 mod record;
 mod scan;
