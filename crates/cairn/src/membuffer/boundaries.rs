@@ -11,12 +11,30 @@
 //! 1. Boundaries are strictly increasing; partition `i` holds the keys in
 //!    `[boundaries[i - 1], boundaries[i])` (open at both ends), so a key has one partition.
 //! 2. There are fewer boundaries than partitions requested.
+//! 3. `prefixes[i]` is `prefix(keys[i])`: the first 8 bytes as a big-endian number, zero
+//!    padded. Zero-padded prefixes order like the keys (a smaller prefix means a smaller
+//!    key; equal prefixes decide nothing), so `partition_of` compares integers and falls back
+//!    to bytes only among boundaries sharing the key's prefix — measured, the byte compares
+//!    (a `memcmp` call and a pointer chase per step) were a read's largest cost added by the
+//!    Membuffer.
 
 use std::sync::Mutex;
 
-/// The partition boundaries (invariant 1).
+/// The partition boundaries (invariant 1) and their prefixes (invariant 3).
 #[derive(Debug)]
-pub(super) struct Boundaries(Vec<Vec<u8>>);
+pub(super) struct Boundaries {
+    keys: Vec<Vec<u8>>,
+    prefixes: Vec<u64>,
+}
+
+/// The first 8 bytes of `key` as a big-endian number, zero padded (invariant 3).
+fn prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    for (to, from) in bytes.iter_mut().zip(key) {
+        *to = *from;
+    }
+    u64::from_be_bytes(bytes)
+}
 
 impl Boundaries {
     /// Boundaries splitting `sample` into at most `partitions` ranges of about equal count.
@@ -35,24 +53,32 @@ impl Boundaries {
             );
             assert!(boundaries.len() < wanted, "invariant 2");
         }
-        Boundaries(boundaries)
+        Boundaries {
+            prefixes: boundaries.iter().map(|key| prefix(key)).collect(),
+            keys: boundaries,
+        }
     }
 
-    /// The partition of `key` (invariant 1).
+    /// The partition of `key` (invariant 1): the number of boundaries at or below it.
     pub(super) fn partition_of(&self, key: &[u8]) -> usize {
-        self.0
-            .partition_point(|boundary| boundary.as_slice() <= key)
+        let wanted = prefix(key);
+        // Invariant 3: a smaller prefix is a smaller boundary, a larger one a larger; only
+        // boundaries with the key's own prefix need their bytes compared.
+        let below = self.prefixes.partition_point(|&other| other < wanted);
+        let through = self.prefixes.partition_point(|&other| other <= wanted);
+        let tied = self.keys.get(below..through).unwrap_or_default();
+        below + tied.partition_point(|boundary| boundary.as_slice() <= key)
     }
 
     /// The smallest key of partition `partition`: None for the first (it is open below) and
     /// past the last.
     pub(super) fn start_of(&self, partition: usize) -> Option<&[u8]> {
-        self.0.get(partition.checked_sub(1)?).map(Vec::as_slice)
+        self.keys.get(partition.checked_sub(1)?).map(Vec::as_slice)
     }
 
     /// Number of partitions these boundaries make.
     pub(super) fn partitions(&self) -> usize {
-        self.0.len() + 1
+        self.keys.len() + 1
     }
 }
 
@@ -89,6 +115,43 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::Boundaries;
+
+    /// `partition_of` counts the boundaries at or below a key exactly as a byte comparison
+    /// does, for keys shorter and longer than the 8-byte prefix, sharing it, and with zero
+    /// bytes where the padding goes (invariant 3).
+    #[test]
+    fn prefix_compares_agree_with_byte_compares() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut random_key = move || {
+            let length = (next() % 12) as usize;
+            (0..length)
+                .map(|_| match next() % 4 {
+                    0 => 0,
+                    1 => b'k',
+                    _ => (next() % 3) as u8,
+                })
+                .collect::<Vec<u8>>()
+        };
+        for _ in 0..50 {
+            let sample: Vec<Vec<u8>> = (0..64).map(|_| random_key()).collect();
+            let boundaries = Boundaries::from_sample(sample, 16);
+            for _ in 0..500 {
+                let key = random_key();
+                let by_bytes = boundaries
+                    .keys
+                    .iter()
+                    .filter(|boundary| boundary.as_slice() <= key.as_slice())
+                    .count();
+                assert_eq!(boundaries.partition_of(&key), by_bytes, "{key:?}");
+            }
+        }
+    }
 
     fn spread(keys: impl Iterator<Item = Vec<u8>>, partitions: usize) -> Vec<usize> {
         let keys: Vec<Vec<u8>> = keys.collect();
