@@ -169,9 +169,10 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     repetitions: usize,
     /// Open every engine's database at once and run the workload list phase by phase across
-    /// them (A's phase 1, B's phase 1, A's phase 2, ...) instead of one engine's whole list
-    /// after another: two configurations compared in one run then share each minute of the
-    /// machine. List a read workload several times to get several interleaved pairs.
+    /// them (A's phase 1, B's phase 1, B's phase 2, A's phase 2, ...: the engines take turns
+    /// going first) instead of one engine's whole list after another: two configurations
+    /// compared in one run then share each minute of the machine. List a read workload
+    /// several times to get several interleaved pairs.
     #[arg(long = "interleave_phases", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set)]
     interleave_phases: bool,
@@ -823,7 +824,7 @@ mod tests {
     }
 
     #[test]
-    fn interleaved_phases_alternate_engines_in_list_order() {
+    fn interleaved_phases_take_turns_going_first() {
         let mut seen = Vec::new();
         let root = interleave(
             &["cairn-leveling", "cairn-lazy"],
@@ -840,12 +841,12 @@ mod tests {
             [
                 (0, 0),
                 (1, 0),
-                (0, 1),
                 (1, 1),
+                (0, 1),
                 (0, 2),
                 (1, 2),
-                (0, 3),
-                (1, 3)
+                (1, 3),
+                (0, 3)
             ]
         );
         // Each engine read the keys its own fill wrote: the second read phase found as many.
