@@ -116,18 +116,22 @@ impl Sampler {
 mod tests {
     use super::Boundaries;
 
+    /// A seeded pseudo-random sequence (xorshift64), the same on every run.
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     /// `partition_of` counts the boundaries at or below a key exactly as a byte comparison
     /// does, for keys shorter and longer than the 8-byte prefix, sharing it, and with zero
     /// bytes where the padding goes (invariant 3).
     #[test]
     fn prefix_compares_agree_with_byte_compares() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
         let mut random_key = move || {
             let length = (next() % 12) as usize;
             (0..length)
@@ -168,13 +172,7 @@ mod tests {
     /// share).
     #[test]
     fn boundaries_split_keys_with_a_common_prefix() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         let bench: Vec<Vec<u8>> = (0..20_000)
             .map(|_| (next() % 5_000_000).to_be_bytes().to_vec())
             .collect();
