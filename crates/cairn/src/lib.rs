@@ -111,6 +111,7 @@ pub(crate) mod snapshot;
 pub(crate) mod stats;
 pub(crate) mod sync;
 pub(crate) mod table_cache;
+pub(crate) mod tagged;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub(crate) mod version;

@@ -29,9 +29,9 @@
 //! 2. After `seal_and_wait` returns, no writer is inside and none will enter: `records`
 //!    sees every version still in the table, and none changes.
 //! 3. `record_count` counts keys (records) whose insert completed (incremented before `exit`).
-//! 4. A non-null slot holds `tagged(record, hash)`: the record's address in the low
-//!    `ADDRESS_BITS` bits and the top bits of its key's hash above them (`Slot`). A record
-//!    whose address does not fit is never published (its version goes to the memtable).
+//! 4. A non-null slot holds the record's address tagged with its key's hash (`Slot`,
+//!    `crate::tagged`). A record whose address does not fit is never published (its
+//!    version goes to the memtable).
 //! 5. A key's bits are set in `filter` before its first record is published (`filter`
 //!    invariant 1); a replacement record of the key needs no new bits.
 
@@ -51,55 +51,33 @@ const SEALED: u64 = 1 << 63;
 /// The smallest record size assumed when sizing the slot array from a byte budget.
 const RECORD_BYTES_MIN: usize = 64;
 
-/// Bits of a record's address a slot keeps; the hash tag sits above them (invariant 4).
-/// User-space addresses on 64-bit Linux, macOS and Windows fit in 47 bits; an arena address
-/// that does not fit is refused (`Slot::tagged` returns None), never truncated.
-#[cfg(target_pointer_width = "64")]
-const ADDRESS_BITS: u32 = 48;
-/// On narrower targets the whole address is kept and every tag is 0 (tags then never skip a
-/// record, which only costs the loads they save elsewhere).
-#[cfg(not(target_pointer_width = "64"))]
-const ADDRESS_BITS: u32 = usize::BITS;
-
-/// The tagged record pointers a slot holds (invariant 4): address and hash tag in one word,
-/// published by one compare-and-swap, so a probe learns from the slot alone whether the
-/// record may be its key's.
+/// The tagged record pointers a slot holds (invariant 4, `crate::tagged`): address and hash
+/// tag in one word, published by one compare-and-swap, so a probe learns from the slot alone
+/// whether the record may be its key's. The pointer keeps its provenance (`map_addr`).
 struct Slot;
 
+// Slot words are `crate::tagged` words: 64-bit addresses.
+const _: () = assert!(usize::BITS == u64::BITS);
+
 impl Slot {
-    const ADDRESS_MASK: usize = if ADDRESS_BITS >= usize::BITS {
-        usize::MAX
-    } else {
-        (1 << ADDRESS_BITS) - 1
-    };
-
-    /// The tag of a key with `hash`: its top bits, which the slot index (the low bits) does
-    /// not use.
-    fn tag(hash: u64) -> usize {
-        match usize::BITS.checked_sub(ADDRESS_BITS) {
-            // The shift keeps exactly the tag's width, so the fold to `usize` loses nothing.
-            #[allow(clippy::cast_possible_truncation)]
-            Some(width) if width > 0 => (hash >> (u64::BITS - width)) as usize,
-            _ => 0,
-        }
-    }
-
     /// `record` tagged with its key's `hash`, or None if its address does not fit.
     fn tagged(record: *mut Record, hash: u64) -> Option<*mut Record> {
-        if record.addr() & !Self::ADDRESS_MASK != 0 {
-            return None;
-        }
-        Some(record.map_addr(|address| address | Slot::tag(hash) << (ADDRESS_BITS % usize::BITS)))
+        let word = crate::tagged::pack(record.addr() as u64, hash)?;
+        // `usize` is 64 bits (asserted above): the fold loses nothing.
+        #[allow(clippy::cast_possible_truncation)]
+        Some(record.with_addr(word as usize))
     }
 
     /// The record a non-null slot value points to.
     fn record(slot_value: *mut Record) -> *mut Record {
-        slot_value.map_addr(|address| address & Self::ADDRESS_MASK)
+        // As in `tagged`.
+        #[allow(clippy::cast_possible_truncation)]
+        slot_value.map_addr(|word| crate::tagged::address(word as u64) as usize)
     }
 
     /// Whether a non-null slot value may hold the record of a key with `hash`.
     fn may_match(slot_value: *mut Record, hash: u64) -> bool {
-        (slot_value.addr() & !Self::ADDRESS_MASK) >> (ADDRESS_BITS % usize::BITS) == Slot::tag(hash)
+        crate::tagged::matches(slot_value.addr() as u64, hash)
     }
 }
 
@@ -533,9 +511,7 @@ mod tests {
             Slot::may_match(tagged, hash ^ 0xFF),
             "the low bits are not the tag"
         );
-        if cfg!(target_pointer_width = "64") {
-            assert!(!Slot::may_match(tagged, hash ^ (1 << 63)));
-        }
+        assert!(!Slot::may_match(tagged, hash ^ (1 << 63)));
     }
 
     /// Keys starting at one slot, with different tags and with one whole hash, are each

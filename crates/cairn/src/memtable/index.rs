@@ -28,11 +28,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Slots examined before a probe gives up (16 cache lines).
 const PROBE_LIMIT: usize = 128;
 
-/// Bits of a slot that hold the node's address.
-const ADDRESS_BITS: u32 = 48;
-
-const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
-
 // The slot array is allocated as zeroed `u64`s and then viewed as atomics.
 const _: () = assert!(std::mem::align_of::<u64>() == std::mem::align_of::<AtomicU64>());
 const _: () = assert!(std::mem::size_of::<u64>() == std::mem::size_of::<AtomicU64>());
@@ -97,11 +92,6 @@ impl KeyIndex {
         self.saturated.load(Ordering::Acquire)
     }
 
-    #[inline]
-    fn tag(hash: u64) -> u64 {
-        hash >> ADDRESS_BITS
-    }
-
     // The hash is folded to `usize` on purpose: the mask keeps only its low bits anyway.
     #[allow(clippy::cast_possible_truncation)]
     #[inline]
@@ -117,7 +107,6 @@ impl KeyIndex {
         if self.is_saturated() {
             return Lookup::Unknown;
         }
-        let tag = Self::tag(hash);
         for probe in 0..PROBE_LIMIT {
             let Some(slot) = self.slot(hash, probe) else {
                 break;
@@ -126,9 +115,13 @@ impl KeyIndex {
             if entry == 0 {
                 return Lookup::Absent;
             }
-            let address = (entry & ADDRESS_MASK) as usize;
-            if entry >> ADDRESS_BITS == tag && matches(address) {
-                return Lookup::Found(address);
+            if crate::tagged::matches(entry, hash) {
+                // Addresses were packed from a `usize` (`publish`): the fold loses nothing.
+                #[allow(clippy::cast_possible_truncation)]
+                let address = crate::tagged::address(entry) as usize;
+                if matches(address) {
+                    return Lookup::Found(address);
+                }
             }
         }
         // Every slot of the window is full: a publisher that found none empty would have
@@ -143,12 +136,11 @@ impl KeyIndex {
     /// Publishes `address` (nonzero) under `hash`; idempotent for the same pair (invariant 2).
     /// Returns false, after saturating the index, if it could not.
     pub fn publish(&self, hash: u64, address: usize) -> bool {
-        let address = address as u64;
-        if address == 0 || address & !ADDRESS_MASK != 0 {
+        let packed = crate::tagged::pack(address as u64, hash).filter(|_| address != 0);
+        let Some(entry) = packed else {
             self.saturate();
             return false;
-        }
-        let entry = (Self::tag(hash) << ADDRESS_BITS) | address;
+        };
         for probe in 0..PROBE_LIMIT {
             let Some(slot) = self.slot(hash, probe) else {
                 break;
