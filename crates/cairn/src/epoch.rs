@@ -218,7 +218,9 @@ impl EpochTable {
                     };
                 }
                 let epoch = self.global.load(Ordering::SeqCst);
-                slot.store(epoch, Ordering::SeqCst);
+                // Relaxed: the fence below orders it (invariant 2). A `SeqCst` store would be
+                // a second full barrier on x86 (an `xchg`) in front of the fence.
+                slot.store(epoch, Ordering::Relaxed);
                 // Invariant 2: order the slot store before every load of shared state.
                 fence(Ordering::SeqCst);
                 EpochGuard {

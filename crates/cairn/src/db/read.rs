@@ -27,6 +27,7 @@ use crate::db_iter::DbIterator;
 use crate::error::Result;
 use crate::iter::MergingIterator;
 use crate::key::{check_key, internal_key, SequenceNumber, ValueKind};
+use crate::membuffer::GateHold;
 use crate::memory::WriteHint;
 use crate::options::ReadOptions;
 use crate::snapshot::Snapshot;
@@ -197,7 +198,7 @@ impl DbInner {
     }
 
     /// The hold a latest-state read that may be stale is redone in (counted).
-    pub(super) fn hold_for_retry(&self) -> Option<crate::membuffer::GateHold> {
+    pub(super) fn hold_for_retry(&self) -> Option<GateHold<'_>> {
         Counters::add(&self.counters.membuffer.read_retries, 1);
         self.hold_overwrites()
     }
@@ -220,7 +221,7 @@ impl DbInner {
     /// sequence reserved so far is visible: a read point taken next sees every version the
     /// Membuffer's in-place updates dropped before the hold began, and none is dropped until
     /// the hold ends (`membuffer::gate`, step 2). None (no wait) with the Membuffer off.
-    pub(super) fn hold_overwrites(&self) -> Option<crate::membuffer::GateHold> {
+    pub(super) fn hold_overwrites(&self) -> Option<GateHold<'_>> {
         let gate = self.overwrite_gate.as_ref()?;
         let hold = gate.hold();
         let reserved = self.next_unreserved_sequence().saturating_sub(1);
@@ -397,10 +398,10 @@ impl DbInner {
                 self.super_version.load_full(),
                 self.overwrite_gate
                     .as_ref()
-                    .map(crate::membuffer::OverwriteGate::hold),
+                    .map(|gate| gate.hold().detach()),
             ),
             None => {
-                let hold = self.hold_overwrites();
+                let hold = self.hold_overwrites().map(GateHold::detach);
                 let (sequence, super_version) = self.read_point();
                 (sequence, arc_swap::Guard::into_inner(super_version), hold)
             }

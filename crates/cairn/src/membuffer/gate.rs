@@ -31,14 +31,19 @@
 //! makes it report a conflict and retry.
 //!
 //! Thread-safety contract: every method takes `&self` from any thread. Updates (`may_drop`)
-//! load `pending` and the newest snapshot after a `SeqCst` fence and write one mark; readers
-//! load one mark; holds increment and decrement `pending`.
+//! load every stripe of `pending` and the newest snapshot after a `SeqCst` fence and write
+//! one mark; readers load one mark; holds increment and decrement their thread's stripe of
+//! `pending` (`crate::sync::thread_stripe`), so two threads scanning at once usually write
+//! different cache lines: a hold is a reader's, and readers should not contend.
 //!
 //! Invariants:
 //! 1. A version is dropped only when `may_drop` returned true, after it raised its bucket's
 //!    mark to the new version's sequence; marks only grow.
 //! 2. `may_drop` returns false while any hold is active or while a snapshot at or above the
 //!    old version is registered.
+//! 3. Every hold is released exactly once, on the stripe it was taken on: a `GateHold` by its
+//!    drop; a `DetachedHold` (a hold kept by a scan cursor that reaches the gate through its
+//!    Membuffer) by `OverwriteGate::release`.
 
 use crate::key::SequenceNumber;
 use crate::snapshot::SnapshotList;
@@ -49,26 +54,61 @@ use std::sync::Arc;
 /// enough that a read rarely shares a bucket with an in-flight drop.
 const MARK_BUCKETS: usize = 4096;
 
+/// Stripes of `pending` (a power of two): more than the threads that usually scan at once.
+const HOLD_STRIPES: usize = 8;
+
 /// See the module documentation.
 #[derive(Debug)]
 pub(crate) struct OverwriteGate {
-    /// Snapshots and iterators choosing their read points (invariant 2).
-    pending: crate::sync::CachePadded<AtomicUsize>,
+    /// Snapshots and iterators choosing their read points (invariant 2), counted on the
+    /// holding thread's stripe; a drop needs every stripe at zero.
+    pending: [crate::sync::CachePadded<AtomicUsize>; HOLD_STRIPES],
     /// Per hash bucket: the highest sequence whose update dropped a version (invariant 1).
     marks: Box<[AtomicU64]>,
     snapshots: Arc<SnapshotList>,
 }
 
-/// An active hold (module documentation, step 2); released on drop. It owns a reference to
-/// its gate, so a scan's cursor can keep it for as long as it has partitions to drain.
+/// An active hold (module documentation, step 2), released on drop.
 #[derive(Debug)]
-pub(crate) struct GateHold {
-    gate: Arc<OverwriteGate>,
+pub(crate) struct GateHold<'a> {
+    gate: &'a OverwriteGate,
+    stripe: usize,
 }
 
-impl Drop for GateHold {
+impl Drop for GateHold<'_> {
     fn drop(&mut self) {
-        self.gate.pending.fetch_sub(1, Ordering::SeqCst);
+        self.gate.release_stripe(self.stripe);
+    }
+}
+
+impl GateHold<'_> {
+    /// The hold as a token that no longer borrows the gate, for a scan cursor that keeps it
+    /// longer than the gate's borrow lasts; it must be given back to `OverwriteGate::release`
+    /// of the same gate (invariant 3).
+    pub(crate) fn detach(self) -> DetachedHold {
+        let stripe = self.stripe;
+        std::mem::forget(self);
+        DetachedHold {
+            stripe,
+            released: false,
+        }
+    }
+}
+
+/// A hold detached from its gate's borrow (`GateHold::detach`); `OverwriteGate::release`
+/// ends it.
+#[derive(Debug)]
+#[must_use = "a detached hold blocks every drop until it is released"]
+pub(crate) struct DetachedHold {
+    stripe: usize,
+    released: bool,
+}
+
+impl Drop for DetachedHold {
+    fn drop(&mut self) {
+        // Invariant 3: a leaked hold would not lose data, but no update could drop a version
+        // again — every one would move to the memtable.
+        debug_assert!(self.released, "a detached hold was dropped without release");
     }
 }
 
@@ -76,7 +116,7 @@ impl OverwriteGate {
     /// A gate whose updates respect the snapshots registered in `snapshots`.
     pub(crate) fn new(snapshots: Arc<SnapshotList>) -> OverwriteGate {
         OverwriteGate {
-            pending: crate::sync::CachePadded(AtomicUsize::new(0)),
+            pending: std::array::from_fn(|_| crate::sync::CachePadded(AtomicUsize::new(0))),
             marks: (0..MARK_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             snapshots,
         }
@@ -96,7 +136,11 @@ impl OverwriteGate {
         // Pairs with the fence in `hold`: either this load sees the hold, or the holder's
         // load of the reserved sequences sees ours (module documentation, step 2).
         fence(Ordering::SeqCst);
-        if self.pending.load(Ordering::SeqCst) != 0 {
+        if self
+            .pending
+            .iter()
+            .any(|stripe| stripe.load(Ordering::SeqCst) != 0)
+        {
             return false;
         }
         if self.snapshots.newest().is_some_and(|newest| newest >= old) {
@@ -119,11 +163,24 @@ impl OverwriteGate {
 
     /// Starts a hold: no version is dropped until it ends. The caller then waits until every
     /// sequence reserved so far is visible, and only then takes its read point.
-    pub(crate) fn hold(self: &Arc<Self>) -> GateHold {
-        self.pending.fetch_add(1, Ordering::SeqCst);
+    pub(crate) fn hold(&self) -> GateHold<'_> {
+        let stripe = crate::sync::thread_stripe() & (HOLD_STRIPES - 1);
+        if let Some(pending) = self.pending.get(stripe) {
+            pending.fetch_add(1, Ordering::SeqCst);
+        }
         fence(Ordering::SeqCst);
-        GateHold {
-            gate: Arc::clone(self),
+        GateHold { gate: self, stripe }
+    }
+
+    /// Ends a detached hold taken on this gate (invariant 3).
+    pub(crate) fn release(&self, mut hold: DetachedHold) {
+        hold.released = true;
+        self.release_stripe(hold.stripe);
+    }
+
+    fn release_stripe(&self, stripe: usize) {
+        if let Some(pending) = self.pending.get(stripe) {
+            pending.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }

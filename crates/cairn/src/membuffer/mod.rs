@@ -80,7 +80,7 @@ mod scan;
 mod sizing;
 mod table;
 
-pub(crate) use gate::{GateHold, OverwriteGate};
+pub(crate) use gate::{DetachedHold, GateHold, OverwriteGate};
 pub(crate) use scan::ScanMarks;
 
 use crate::epoch::EpochTable;
@@ -245,6 +245,12 @@ impl Membuffer {
             }
         }
         worked
+    }
+
+    /// The overwrite gate this Membuffer's updates ask (the database's, shared by every
+    /// write buffer), to release a scan's detached hold on.
+    pub(crate) fn gate(&self) -> Option<&OverwriteGate> {
+        self.config.gate.as_deref()
     }
 
     /// Bytes the write buffer counts for the Membuffer: what its tables not yet freed hold

@@ -2,10 +2,12 @@
 //! cursor enters (`FloDB` §4.4 drains the whole Membuffer; a short scan touches one key range,
 //! so draining the other fifteen is wasted work that writers then wait for).
 //!
-//! A scan takes its `ScanMarks` right after its read point: each partition's swap count then.
-//! Before the cursor reads a partition's key range it calls `drain_for_scan`, which drains the
-//! partition unless a drain swapped it since the marks were taken (that drain moved every
-//! version inserted before it, so the scan piggybacks on it once it finished).
+//! A scan takes its `ScanMarks` right after its read point: which partitions it has drained,
+//! nothing else, so taking them touches no shared memory. Before the cursor reads a
+//! partition's key range it calls `drain_for_scan`, which loads the partition's swap count and
+//! drains the partition unless a drain swapped it since that load (that drain moved every
+//! version inserted before it, so the scan piggybacks on it once it finished). The load comes
+//! after the read point, so a swap counted after it happened after the read point too.
 //!
 //! Thread-safety contract: `ScanMarks` belongs to one scan (one thread at a time); the
 //! Membuffer methods here take `&self` from any thread and serialise with other drains of the
@@ -17,8 +19,8 @@
 //!    it: the caller keeps the overwrite gate held until its last partition is drained (or it
 //!    ends), so no version at or below its read point is dropped meanwhile (`gate` step 2;
 //!    a snapshot scan holds it too, since its snapshot may be released first).
-//! 2. A partition is drained at most once per `ScanMarks` (its mark is taken), and
-//!    `remaining` counts the partitions whose mark is still there.
+//! 2. A partition is drained at most once per `ScanMarks` (its bit is set), and `remaining`
+//!    counts the partitions whose bit is clear.
 
 use super::Membuffer;
 use crate::memtable::Memtable;
@@ -27,14 +29,25 @@ use std::sync::atomic::Ordering;
 /// One scan's view of the Membuffer's partitions (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct ScanMarks {
-    /// Per partition: its swap count when the scan took its read point, or None once it is
-    /// drained (or piggybacked) for this scan (invariant 2). One vector: a scan allocates
-    /// once.
-    seen: Vec<Option<u64>>,
+    /// Bit `p % 64` of word `p / 64`: partition `p` is drained (or piggybacked) for this scan
+    /// (invariant 2). The first word is inline: with up to 64 partitions (the default is 16)
+    /// a scan allocates nothing.
+    first: u64,
+    rest: Vec<u64>,
+    partitions: usize,
     remaining: usize,
 }
 
 impl ScanMarks {
+    fn new(partitions: usize) -> ScanMarks {
+        ScanMarks {
+            first: 0,
+            rest: vec![0; partitions.saturating_sub(1) / 64],
+            partitions,
+            remaining: partitions,
+        }
+    }
+
     /// Whether every partition is drained for this scan.
     pub(crate) fn all_drained(&self) -> bool {
         self.remaining == 0
@@ -42,12 +55,37 @@ impl ScanMarks {
 
     /// Whether partition `partition` is drained for this scan (true past the last one).
     pub(crate) fn is_drained(&self, partition: usize) -> bool {
-        self.seen.get(partition).is_none_or(Option::is_none)
+        if partition >= self.partitions {
+            return true;
+        }
+        let bit = 1u64 << (partition % 64);
+        let word = match partition / 64 {
+            0 => Some(self.first),
+            n => self.rest.get(n - 1).copied(),
+        };
+        word.is_none_or(|word| word & bit != 0)
+    }
+
+    /// Marks partition `partition` drained; false if it already was (or does not exist).
+    fn take(&mut self, partition: usize) -> bool {
+        if self.is_drained(partition) {
+            return false;
+        }
+        let bit = 1u64 << (partition % 64);
+        let word = match partition / 64 {
+            0 => Some(&mut self.first),
+            n => self.rest.get_mut(n - 1),
+        };
+        if let Some(word) = word {
+            *word |= bit;
+            self.remaining -= 1;
+        }
+        true
     }
 
     /// Number of partitions.
     pub(crate) fn partitions(&self) -> usize {
-        self.seen.len()
+        self.partitions
     }
 }
 
@@ -56,13 +94,7 @@ impl Membuffer {
     /// (every version inserted so far went to the memtable directly: the sample).
     pub(crate) fn scan_marks(&self) -> Option<ScanMarks> {
         let layout = self.layout.get()?;
-        let seen: Vec<Option<u64>> = layout
-            .partitions
-            .iter()
-            .map(|partition| Some(partition.swaps.load(Ordering::SeqCst)))
-            .collect();
-        let remaining = seen.len();
-        Some(ScanMarks { seen, remaining })
+        Some(ScanMarks::new(layout.partitions.len()))
     }
 
     /// The partition holding user key `key` (0 before the partitions exist).
@@ -86,16 +118,18 @@ impl Membuffer {
         partition: usize,
         memtable: &Memtable,
     ) {
-        let (Some(layout), Some(mark)) = (self.layout.get(), marks.seen.get_mut(partition)) else {
+        let Some(layout) = self.layout.get() else {
             return;
         };
-        let Some(seen) = mark.take() else {
+        if !marks.take(partition) {
             return;
-        };
-        marks.remaining -= 1;
+        }
         let Some(state) = layout.partitions.get(partition) else {
             return;
         };
+        // Loaded after the read point (module documentation): a swap counted after this load
+        // drained what the scan needs.
+        let seen = state.swaps.load(Ordering::SeqCst);
         let pending = {
             let _pin = self.epoch.pin();
             Self::table(&state.current).is_some_and(|t| t.len() > 0 || t.overflowed())
@@ -108,7 +142,7 @@ impl Membuffer {
             .drain_lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Any swap after the read point drained what the scan needs; the lock waited for it.
+        // Any swap after `seen` was loaded drained what the scan needs; the lock waited for it.
         if state.swaps.load(Ordering::SeqCst) > seen {
             self.config.counters.scan_piggybacks.add(1);
             return;

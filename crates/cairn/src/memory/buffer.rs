@@ -29,7 +29,7 @@ use super::scan::DrainingIterator;
 use crate::batch::WriteBatch;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, SEQUENCE_MAX};
-use crate::membuffer::{GateHold, Membuffer, MembufferConfig};
+use crate::membuffer::{DetachedHold, Membuffer, MembufferConfig};
 use crate::memtable::{InsertHint, Memtable, SortedNodes};
 use crate::sstable::{BloomFilter, BloomFilterBuilder};
 use crate::wal_writer::Log;
@@ -288,7 +288,7 @@ impl WriteBuffer {
     pub fn scan_iter(
         &self,
         upper: Option<&[u8]>,
-        hold: Option<GateHold>,
+        hold: Option<DetachedHold>,
     ) -> Box<dyn InternalIterator> {
         let marks = self
             .membuffer
@@ -303,7 +303,14 @@ impl WriteBuffer {
                 upper,
                 hold,
             )),
-            None => Box::new(self.iter()),
+            None => {
+                let iter = self.iter();
+                // Drained now: the hold has nothing left to keep.
+                if let (Some(hold), Some(membuffer)) = (hold, &self.membuffer) {
+                    super::scan::release(membuffer, hold);
+                }
+                Box::new(iter)
+            }
         }
     }
 

@@ -16,7 +16,7 @@
 use crate::batch::WriteBatch;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, SEQUENCE_MAX};
-use crate::membuffer::GateHold;
+use crate::membuffer::DetachedHold;
 use crate::memory::buffer::{MemoryEntry, WriteBuffer, WriteHint};
 use std::sync::Arc;
 
@@ -100,7 +100,7 @@ impl MemComponent {
     pub fn scan_iterators(
         &self,
         upper: Option<&[u8]>,
-        hold: Option<GateHold>,
+        hold: Option<DetachedHold>,
     ) -> Vec<Box<dyn InternalIterator>> {
         // The sealed buffers first: their drains must finish while the hold is still held.
         let sealed: Vec<Box<dyn InternalIterator>> = self

@@ -26,7 +26,7 @@
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{internal_key, user_key, ValueKind, SEQUENCE_MAX};
-use crate::membuffer::{GateHold, Membuffer, ScanMarks};
+use crate::membuffer::{DetachedHold, Membuffer, ScanMarks};
 use crate::memtable::{Memtable, MemtableIterator};
 use std::sync::Arc;
 
@@ -35,14 +35,13 @@ use std::sync::Arc;
 pub(crate) struct DrainingIterator {
     inner: MemtableIterator,
     membuffer: Arc<Membuffer>,
-    memtable: Arc<Memtable>,
     marks: ScanMarks,
     /// The scan's exclusive upper bound (a user key), if any.
     upper: Option<Vec<u8>>,
     /// The partition whose range the cursor is in (invariant 1).
     partition: usize,
-    /// Released when every partition is drained (invariant 2).
-    hold: Option<GateHold>,
+    /// Released (on the Membuffer's gate) when every partition is drained (invariant 2).
+    hold: Option<DetachedHold>,
 }
 
 impl DrainingIterator {
@@ -54,12 +53,11 @@ impl DrainingIterator {
         membuffer: Arc<Membuffer>,
         marks: ScanMarks,
         upper: Option<&[u8]>,
-        hold: Option<GateHold>,
+        hold: Option<DetachedHold>,
     ) -> DrainingIterator {
         DrainingIterator {
             inner: memtable.iter(),
             membuffer,
-            memtable: Arc::clone(memtable),
             marks,
             upper: upper.map(<[u8]>::to_vec),
             partition: 0,
@@ -69,9 +67,15 @@ impl DrainingIterator {
 
     fn drain(&mut self, partition: usize) {
         self.membuffer
-            .drain_for_scan(&mut self.marks, partition, &self.memtable);
+            .drain_for_scan(&mut self.marks, partition, self.inner.memtable());
         if self.marks.all_drained() {
-            self.hold = None;
+            self.release_hold();
+        }
+    }
+
+    fn release_hold(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            release(&self.membuffer, hold);
         }
     }
 
@@ -103,6 +107,21 @@ impl DrainingIterator {
                 self.inner.seek(&target);
             }
         }
+    }
+}
+
+/// Ends `hold` on `membuffer`'s overwrite gate, the gate it was taken on (every write buffer
+/// of a database shares the database's gate).
+pub(crate) fn release(membuffer: &Membuffer, hold: DetachedHold) {
+    match membuffer.gate() {
+        Some(gate) => gate.release(hold),
+        None => debug_assert!(false, "a hold was taken without an overwrite gate"),
+    }
+}
+
+impl Drop for DrainingIterator {
+    fn drop(&mut self) {
+        self.release_hold();
     }
 }
 

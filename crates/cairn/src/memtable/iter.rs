@@ -50,6 +50,13 @@ pub struct MemtableIterator {
     newer_than: *const Node,
 }
 
+impl MemtableIterator {
+    /// The memtable this cursor walks.
+    pub fn memtable(&self) -> &Memtable {
+        &self.memtable
+    }
+}
+
 impl std::fmt::Debug for MemtableIterator {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
