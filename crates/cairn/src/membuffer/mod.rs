@@ -37,15 +37,16 @@
 //!
 //! Read (`get`, pinned): the current table, then the draining table (each asks its presence
 //! `filter` before its slots: most reads are of keys the Membuffer does not hold), the version
-//! at or below the read's sequence from either, copied out; the caller then asks the memtable and keeps the
-//! newer. By the
-//! drain's order (draining set before the swap, cleared after the memtable inserts; all
-//! `SeqCst`), a reader that misses a version in both tables finds it in the memtable.
+//! at or below the read's sequence from either, copied out; the caller then asks the memtable
+//! and keeps the newer. By the drain's order (draining set before the swap, cleared after the
+//! memtable inserts; all `SeqCst`), a reader that misses a version in both tables finds it in
+//! the memtable.
 //!
-//! Scan (`scan`): a scan takes marks after its read point, and its cursor drains a partition
-//! just before it enters the partition's key range (`memory::scan`), so a short scan drains
-//! the one or two partitions it reads, not all of them. A scan piggybacks on a drain that
-//! swapped its partition after the scan began (that drain moved everything the scan needs).
+//! Scan (`scan`): a scan keeps a bitset of the partitions it drained, and its cursor drains a
+//! partition just before it enters the partition's key range (`memory::scan`), so a short
+//! scan drains the one or two partitions it reads, not all of them. A scan piggybacks on a
+//! drain that swapped its partition after the scan reached it (that drain moved everything
+//! the scan needs).
 //! A drain moves at most one table's versions, so a scan finishes in bounded time however
 //! many writes continue: no retry loop, hence no fallback is ever taken. `drain_all` (the
 //! flush's gathering, and cursors that need every version at once) drains every partition.
