@@ -209,4 +209,34 @@ mod tests {
         assert!(gate.may_drop(7, 5, 12));
         assert_eq!(gate.stale(7 + MARK_BUCKETS as u64, 11), Some(12));
     }
+
+    /// Holds taken on other threads (so, usually, on other stripes) and detached block drops
+    /// until each is released, from whichever thread releases it (invariant 3).
+    #[test]
+    fn detached_holds_from_other_threads_block_drops_until_released() {
+        let gate = OverwriteGate::new(Arc::new(SnapshotList::default()));
+        let holds: Vec<DetachedHold> = std::thread::scope(|scope| {
+            let spawned: Vec<_> = (0..3)
+                .map(|_| scope.spawn(|| gate.hold().detach()))
+                .collect();
+            spawned
+                .into_iter()
+                .map(|handle| handle.join().expect("the holding thread ran"))
+                .collect()
+        });
+        let mut sequence = 1;
+        for hold in holds {
+            assert!(!gate.may_drop(3, sequence, sequence + 1));
+            gate.release(hold);
+            sequence += 2;
+        }
+        assert!(
+            gate.may_drop(3, sequence, sequence + 1),
+            "every hold released"
+        );
+        let scoped = gate.hold();
+        assert!(!gate.may_drop(3, sequence + 2, sequence + 3));
+        drop(scoped);
+        assert!(gate.may_drop(3, sequence + 2, sequence + 3));
+    }
 }

@@ -165,3 +165,26 @@ impl Membuffer {
         debug_assert!(marks.all_drained(), "invariant 2");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ScanMarks;
+
+    /// Partitions past the inline word (up to 1,024 are allowed) are tracked in the rest.
+    #[test]
+    fn marks_track_every_partition_once_beyond_the_inline_word() {
+        for partitions in [1, 16, 64, 65, 128, 130, 1024] {
+            let mut marks = ScanMarks::new(partitions);
+            assert_eq!(marks.partitions(), partitions);
+            for partition in (0..partitions).rev() {
+                assert!(!marks.is_drained(partition), "{partitions}: {partition}");
+                assert!(marks.take(partition));
+                assert!(!marks.take(partition), "taken once");
+                assert!(marks.is_drained(partition));
+            }
+            assert!(marks.all_drained(), "{partitions}");
+            assert!(marks.is_drained(partitions), "past the last one");
+            assert!(!marks.take(partitions));
+        }
+    }
+}
