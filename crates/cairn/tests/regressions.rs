@@ -450,3 +450,24 @@ fn a_snapshot_cursor_keeps_its_versions_after_the_snapshot_is_released() {
         "the snapshot cursor returned a version other than its snapshot's"
     );
 }
+
+/// A read-only handle with `membuffer_enabled` has no Membuffer in its buffer (nothing is
+/// written), so nothing can release a scan's hold on the overwrite gate through one. Before
+/// the fix the handle still made a gate, and a scan's cursor dropped its detached hold
+/// unreleased (a debug assertion; in release builds a hold that never ended).
+#[test]
+fn a_read_only_handle_with_the_membuffer_on_scans_without_a_gate_hold() {
+    let directory = common::TempDir::new("read-only-membuffer");
+    let path = directory.path().join("db");
+    let mut options = Options::default();
+    options.membuffer_enabled = true;
+    {
+        let db = Db::open(&path, options.clone()).unwrap();
+        for index in 0..2000 {
+            db.put(common::key(index, 4), "v").unwrap();
+        }
+    }
+    let reader = Db::open_read_only(&path, options).unwrap();
+    assert_eq!(reader.iter().unwrap().count(), 2000);
+    assert_eq!(reader.prefix("key").unwrap().rev().count(), 2000);
+}

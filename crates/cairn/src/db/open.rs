@@ -174,7 +174,9 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
 }
 
 /// The Membuffer's overwrite gate, if the Membuffer is on (and, in the benchmark build, not
-/// told to always move replaced versions).
+/// told to always move replaced versions). None for a read-only handle: its buffer has no
+/// Membuffer (nothing is written, so nothing is dropped), and a scan's hold is released
+/// through the Membuffer it drains.
 fn overwrite_gate(
     options: &Options,
     snapshots: &Arc<SnapshotList>,
@@ -183,6 +185,7 @@ fn overwrite_gate(
     let gated = options.membuffer_enabled && !options.membuffer_always_move;
     #[cfg(not(feature = "bench-variants"))]
     let gated = options.membuffer_enabled;
+    let gated = gated && !options.read_only;
     gated.then(|| Arc::new(crate::membuffer::OverwriteGate::new(Arc::clone(snapshots))))
 }
 
