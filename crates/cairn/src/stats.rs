@@ -107,6 +107,9 @@ pub struct MembufferCounters {
     pub scan_drains: StripedCounter,
     /// Partition drains a scan skipped because a drain that started after it had finished.
     pub scan_piggybacks: StripedCounter,
+    /// Times a scan cursor, entering a partition, re-sought the memtable because a drain had
+    /// run since the cursor last positioned itself (without one it keeps its position).
+    pub scan_reseeks: StripedCounter,
     /// Versions still in a Membuffer when its sealed buffer was dropped unflushed (the
     /// benchmark's memory-only variant).
     pub undrained_at_drop: StripedCounter,
@@ -338,6 +341,7 @@ impl Counters {
                 "membuffer_scan_piggybacks",
                 load(&self.membuffer.scan_piggybacks),
             ),
+            ("membuffer_scan_reseeks", load(&self.membuffer.scan_reseeks)),
             (
                 "membuffer_undrained_at_drop",
                 load(&self.membuffer.undrained_at_drop),

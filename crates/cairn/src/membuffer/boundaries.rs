@@ -27,8 +27,12 @@ pub(super) struct Boundaries {
     prefixes: Vec<u64>,
 }
 
-/// The first 8 bytes of `key` as a big-endian number, zero padded (invariant 3).
-fn prefix(key: &[u8]) -> u64 {
+/// The first 8 bytes of `key` as a big-endian number, zero padded (invariant 3): a smaller
+/// prefix means a smaller key.
+pub(crate) fn prefix(key: &[u8]) -> u64 {
+    if let Some(head) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*head);
+    }
     let mut bytes = [0u8; 8];
     for (to, from) in bytes.iter_mut().zip(key) {
         *to = *from;

@@ -71,6 +71,10 @@
 //! 4. `live_bytes` is the sum over tables not yet freed of their slot array and their
 //!    accounted arena bytes (added when made and as writers account growth, subtracted when
 //!    freed); it trails the arenas by less than a sixteenth of a table each.
+//! 5. `drains_started` counts a drain before it moves any version into the memtable and
+//!    `drains_finished` after it moved the last one (both `SeqCst`), so a memtable that no
+//!    drain touched between two moments shows the same start count at both and no drain
+//!    running at the first (`scan::DrainStamp`).
 
 mod boundaries;
 mod drainer;
@@ -81,13 +85,15 @@ mod scan;
 mod sizing;
 mod table;
 
+pub(crate) use boundaries::prefix as key_prefix;
 pub(crate) use gate::{DetachedHold, GateHold, OverwriteGate};
-pub(crate) use scan::ScanMarks;
+pub(crate) use scan::{DrainStamp, ScanMarks};
 
 use crate::epoch::EpochTable;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::Memtable;
 use crate::stats::MembufferCounters;
+use crate::sync::CachePadded;
 use boundaries::{Boundaries, Sampler};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -138,6 +144,10 @@ struct Layout {
 }
 
 /// See the module documentation.
+///
+/// Aligned to two cache lines so that, behind an `Arc`, the reference counts every scan's
+/// cursor bumps sit on their own line, not on the line of fields every scan reads.
+#[repr(align(128))]
 pub(crate) struct Membuffer {
     config: MembufferConfig,
     sampler: Sampler,
@@ -154,6 +164,9 @@ pub(crate) struct Membuffer {
     drainers: Mutex<Vec<std::thread::Thread>>,
     /// Set when the buffer is sealed: drainers exit.
     stopped: std::sync::atomic::AtomicBool,
+    /// Drains started and finished (`scan::DrainStamp`; invariant 5).
+    drains_started: CachePadded<AtomicU64>,
+    drains_finished: CachePadded<AtomicU64>,
 }
 
 impl std::fmt::Debug for Membuffer {
@@ -184,6 +197,8 @@ impl Membuffer {
             live_bytes: AtomicUsize::new(0),
             drainers: Mutex::new(Vec::new()),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            drains_started: CachePadded(AtomicU64::new(0)),
+            drains_finished: CachePadded(AtomicU64::new(0)),
         }
     }
 
@@ -465,6 +480,8 @@ impl Membuffer {
         // Sized by how full the drained table got: a scan's drain of a partition holding a
         // few versions must not pay for a full-size table (allocating and zeroing its slots,
         // then reading them all back).
+        // Invariant 5: counted before any of its versions can reach the memtable.
+        self.drains_started.fetch_add(1, Ordering::SeqCst);
         let max = self.table_bytes_max(partitions);
         let bytes = sizing::next_table_bytes(
             partition.table_bytes.load(Ordering::Relaxed),
@@ -497,6 +514,8 @@ impl Membuffer {
             }
         }
         partition.draining.store(ptr::null_mut(), Ordering::SeqCst);
+        // Invariant 5: counted after its last version reached the memtable.
+        self.drains_finished.fetch_add(1, Ordering::SeqCst);
         self.config.counters.drains.add(1);
         self.config.counters.drained_versions.add(count);
         self.retire(old);

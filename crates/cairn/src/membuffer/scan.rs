@@ -9,6 +9,12 @@
 //! version inserted before it, so the scan piggybacks on it once it finished). The load comes
 //! after the read point, so a swap counted after it happened after the read point too.
 //!
+//! A cursor that crosses into the next partition must look again for that partition's
+//! versions behind its position only if a drain moved versions into the memtable since it
+//! positioned itself: a `DrainStamp` taken just before it positioned tells (`mod` invariant 5;
+//! in a read-mostly phase the cursor then keeps its place instead of paying another memtable
+//! seek per partition crossed).
+//!
 //! Thread-safety contract: `ScanMarks` belongs to one scan (one thread at a time); the
 //! Membuffer methods here take `&self` from any thread and serialise with other drains of the
 //! same partition through its drain lock.
@@ -25,6 +31,14 @@
 use super::Membuffer;
 use crate::memtable::Memtable;
 use std::sync::atomic::Ordering;
+
+/// The drains started so far, and whether all of them had finished, loaded in that order
+/// (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DrainStamp {
+    started: u64,
+    quiet: bool,
+}
 
 /// One scan's view of the Membuffer's partitions (see the module documentation).
 #[derive(Debug)]
@@ -149,6 +163,31 @@ impl Membuffer {
         }
         self.drain_locked(state, layout.partitions.len(), memtable);
         self.config.counters.scan_drains.add(1);
+    }
+
+    /// A stamp of the drains so far; take it just before positioning a memtable cursor.
+    pub(crate) fn drain_stamp(&self) -> DrainStamp {
+        let started = self.drains_started.load(Ordering::SeqCst);
+        let finished = self.drains_finished.load(Ordering::SeqCst);
+        DrainStamp {
+            started,
+            quiet: started == finished,
+        }
+    }
+
+    /// Whether no drain moved a version into the memtable since `stamp` was taken, so a
+    /// cursor positioned after the stamp saw every version drained so far.
+    ///
+    /// Why it holds (`mod` invariant 5, all `SeqCst`): a drain counted in `stamp.started`
+    /// that had not finished when `finished` was loaded leaves `finished` short, unless a
+    /// drain that started after `started` was loaded made up the count, and then the start
+    /// count has grown by now. A drain started after the stamp has grown it too.
+    pub(crate) fn quiet_since(&self, stamp: DrainStamp) -> bool {
+        let quiet = stamp.quiet && self.drains_started.load(Ordering::SeqCst) == stamp.started;
+        if !quiet {
+            self.config.counters.scan_reseeks.add(1);
+        }
+        quiet
     }
 
     /// Drains every partition holding versions into `memtable`, so that the memtable holds

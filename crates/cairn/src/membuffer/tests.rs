@@ -256,3 +256,33 @@ fn tables_shrink_under_scan_drains_and_grow_back_under_writes() {
         assert_eq!(value, index.to_le_bytes(), "key {index}");
     }
 }
+
+/// A drain stamp stays quiet until a drain starts, and a stamp taken while a drain runs is
+/// never quiet, even once that drain finishes (`scan::DrainStamp`, invariant 5).
+#[test]
+fn drain_stamps_see_every_drain_started_or_running() {
+    let memtable = Arc::new(Memtable::with_capacity(1 << 20));
+    let membuffer = Membuffer::new(config(1 << 20, true, 0));
+    for index in 0..64u64 {
+        let key = (index * 16).to_be_bytes();
+        if !membuffer.insert(&memtable, &key, index + 1, ValueKind::Put, b"v") {
+            memtable.insert(&key, index + 1, ValueKind::Put, b"v");
+        }
+    }
+    let before = membuffer.drain_stamp();
+    assert!(membuffer.quiet_since(before), "nothing drained yet");
+    membuffer.drain_all(&memtable);
+    assert!(!membuffer.quiet_since(before), "a drain ran since");
+    let after = membuffer.drain_stamp();
+    assert!(membuffer.quiet_since(after));
+    // A drain in flight when the stamp is taken: started, not finished.
+    membuffer.drains_started.fetch_add(1, Ordering::SeqCst);
+    let during = membuffer.drain_stamp();
+    assert!(!membuffer.quiet_since(during), "running at the stamp");
+    membuffer.drains_finished.fetch_add(1, Ordering::SeqCst);
+    assert!(
+        !membuffer.quiet_since(during),
+        "its versions may be behind the cursor"
+    );
+    assert!(membuffer.quiet_since(membuffer.drain_stamp()));
+}
