@@ -14,7 +14,8 @@
 //! Invariants:
 //! 1. At most [`QUEUE_JOBS_MAX`] jobs wait; beyond that `try_submit` hands the job back and the
 //!    caller runs it itself (the pool never makes a lookup wait behind an unbounded queue).
-//! 2. After drop no job is waiting and every pool thread has exited.
+//! 2. After drop no job is waiting and every pool thread has exited — unless the pool was
+//!    dropped by one of its own jobs: that thread exits after finishing the queue.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -118,10 +119,23 @@ impl Drop for LookupPool {
     fn drop(&mut self) {
         self.shared.lock().shutdown = true;
         self.shared.ready.notify_all();
+        // A job may hold the last reference to what owns the pool (a lookup's table cache),
+        // so the pool can be dropped on one of its own threads. That thread cannot join
+        // itself (the join fails with EDEADLK and panics); it returns from the job, finishes
+        // the queue and exits on the shutdown flag (invariant 2's exception).
+        let current = std::thread::current().id();
+        let mut on_own_thread = false;
         for thread in self.threads.drain(..) {
+            if thread.thread().id() == current {
+                on_own_thread = true;
+                continue;
+            }
             let _ = thread.join();
         }
-        debug_assert!(self.shared.lock().jobs.is_empty(), "invariant 2");
+        debug_assert!(
+            on_own_thread || self.shared.lock().jobs.is_empty(),
+            "invariant 2"
+        );
     }
 }
 
@@ -129,6 +143,25 @@ impl Drop for LookupPool {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+
+    /// A job that drops the last reference to the pool (as a lookup holding the last table
+    /// cache reference does) must not make the pool join the thread it runs on.
+    #[test]
+    fn a_pool_dropped_by_its_own_job_does_not_join_that_thread() {
+        let pool = Arc::new(LookupPool::new(2).unwrap());
+        let (go_sender, go) = mpsc::channel::<()>();
+        let (result_sender, result) = mpsc::channel();
+        let last = Arc::clone(&pool);
+        let job: Job = Box::new(move || {
+            go.recv().unwrap();
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(last)));
+            result_sender.send(dropped.is_ok()).unwrap();
+        });
+        assert!(pool.try_submit(job).is_ok());
+        drop(pool);
+        go_sender.send(()).unwrap();
+        assert_eq!(result.recv().ok(), Some(true), "dropping the pool panicked");
+    }
 
     #[test]
     fn runs_every_job_and_survives_a_panic() {

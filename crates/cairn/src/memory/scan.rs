@@ -31,6 +31,14 @@
 //!    position only if no drain ran since (`Membuffer::quiet_since`).
 //! 4. `next_prefix` is the prefix of partition `partition + 1`'s first key (`u64::MAX` if
 //!    there is none), updated whenever `partition` changes (`enter`).
+//! 5. A backward move never lands at or past the upper bound. The database iterator's
+//!    reverse positioning seeks to the bound and steps back (or, finding nothing, positions
+//!    at the last entry), trusting the entry it steps back to to be below the bound; that
+//!    holds for a static iterator, but a seek here leaves the partitions at or past the bound
+//!    undrained, and the backward move drains them, which may put entries between the bound
+//!    and the cursor (a newer version of the key the cursor sits on). So `seek_to_last` lands
+//!    on the last entry below the bound, and `prev` from past the bound steps back from the
+//!    bound rather than from the cursor.
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -185,10 +193,22 @@ impl InternalIterator for DrainingIterator {
         self.settle_forward();
     }
 
+    /// The last entry below the upper bound (invariant 5).
     fn seek_to_last(&mut self) {
         self.drain_everything();
         self.enter(self.marks.partitions().saturating_sub(1));
-        self.inner.seek_to_last();
+        match self.upper.as_deref() {
+            Some(upper) => {
+                self.inner
+                    .seek(&internal_key(upper, SEQUENCE_MAX, ValueKind::SEEK));
+                if self.inner.valid() {
+                    self.inner.prev();
+                } else {
+                    self.inner.seek_to_last();
+                }
+            }
+            None => self.inner.seek_to_last(),
+        }
     }
 
     fn seek(&mut self, target: &[u8]) {
@@ -209,7 +229,24 @@ impl InternalIterator for DrainingIterator {
             self.drain_everything();
             if self.inner.valid() {
                 let current = self.inner.key().to_vec();
-                self.inner.seek(&current);
+                let past_upper = self
+                    .upper
+                    .as_deref()
+                    .is_some_and(|upper| user_key(&current) >= upper);
+                match self.upper.as_deref() {
+                    // Invariant 5: the cursor sat past the bound, in a partition its seek
+                    // left undrained; what was just drained there may precede the current
+                    // entry (a newer version of its key), so step back from the bound.
+                    Some(upper) if past_upper => {
+                        self.inner
+                            .seek(&internal_key(upper, SEQUENCE_MAX, ValueKind::SEEK));
+                        if !self.inner.valid() {
+                            self.inner.seek_to_last();
+                            return;
+                        }
+                    }
+                    _ => self.inner.seek(&current),
+                }
             }
         }
         self.inner.prev();
@@ -383,6 +420,37 @@ mod tests {
             fixture.counters.scan_reseeks.get(),
             reseeks,
             "nothing drained since: every crossing keeps its place"
+        );
+    }
+
+    /// Invariant 5, as the database iterator's reverse positioning uses it: a seek to the
+    /// upper bound that finds nothing, then positioning at the last entry, lands below the
+    /// bound although positioning drains the partitions past it.
+    #[test]
+    fn positioning_at_the_last_entry_stays_below_the_upper_bound() {
+        let fixture = fixture_with(4000, false);
+        let third = fixture
+            .membuffer
+            .partition_start(2)
+            .expect("four partitions")
+            .to_vec();
+        let start = u64::from_be_bytes(third.as_slice().try_into().expect("8-byte keys"));
+        let upper = (start - 1).to_be_bytes();
+        let mut cursor = cursor(&fixture, Some(&upper));
+        cursor.seek(&internal_key(&upper, SEQUENCE_MAX, ValueKind::SEEK));
+        assert!(
+            !cursor.valid(),
+            "nothing at or after the bound was drained yet"
+        );
+        cursor.seek_to_last();
+        let last_below = fixture
+            .model
+            .range(..upper.to_vec())
+            .next_back()
+            .map(|(key, _)| key.clone());
+        assert_eq!(
+            cursor.valid().then(|| user_key(cursor.key()).to_vec()),
+            last_below
         );
     }
 
