@@ -130,9 +130,11 @@ pub struct Options {
     /// check for that and re-read). Off: a single-level memtable. Default: off — fills and
     /// overwrites measured 1.2–1.8× faster with it, and the skewed read/update mix of
     /// `FloDB`'s Fig. 16 up to 1.5× faster once its hot keys fit; a write-heavy mix with
-    /// short scans (`flodb_scan_write`) runs at 0.92–1.01× of off. Paired point reads and
+    /// short scans (`flodb_scan_write`) runs at 0.96–0.99× of off. Paired point reads and
     /// readers beside a paced writer measure level with off (0.99–1.04×), but YCSB E at two
-    /// threads runs at 0.86–0.90× (`bench/results/2026-11-27-s10-flodb`).
+    /// threads runs at 0.90–0.93× (0.975× once both LSMs are compacted to the same shape:
+    /// the Membuffer's slot arrays count against the write buffer, so its flushes are
+    /// smaller; `bench/results/2026-11-27-s11-flodb`).
     pub membuffer_enabled: bool,
     /// Percent of `write_buffer_size_bytes` the Membuffer may hold at most; the write
     /// buffer counts what it really holds, so the memtable gets the rest. Default: 25

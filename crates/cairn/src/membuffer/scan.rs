@@ -181,7 +181,10 @@ impl Membuffer {
     /// Why it holds (`mod` invariant 5, all `SeqCst`): a drain counted in `stamp.started`
     /// that had not finished when `finished` was loaded leaves `finished` short, unless a
     /// drain that started after `started` was loaded made up the count, and then the start
-    /// count has grown by now. A drain started after the stamp has grown it too.
+    /// count has grown by now. A drain started after the stamp has grown it too. A version
+    /// an in-place update moves to the memtable is not a drain's, but its key's record stays
+    /// in the partition's current table, so the scan's own drain of that partition runs, and
+    /// counts. A false answer is counted in `membuffer_scan_reseeks` (the caller re-seeks).
     pub(crate) fn quiet_since(&self, stamp: DrainStamp) -> bool {
         let quiet = stamp.quiet && self.drains_started.load(Ordering::SeqCst) == stamp.started;
         if !quiet {

@@ -13,7 +13,8 @@
 //! (YCSB E's inserts all land above the loaded keys): each crossing would otherwise cost a
 //! memtable seek. A partition that
 //! starts at or past the scan's upper bound is never drained. Backward moves drain every
-//! partition first, then re-seek to the current key (drained versions may now precede it).
+//! partition first, then re-seek to the current key (drained versions may now precede it),
+//! or, from a position at or past the upper bound, to the bound (invariant 5).
 //!
 //! Thread-safety contract: one cursor is used by one thread at a time (`Send`); its drains
 //! serialise with every other drain of the same partition (`membuffer::scan`).
@@ -382,6 +383,15 @@ mod tests {
         seen
     }
 
+    /// The first key of `partition`, as the number the fixture's keys encode.
+    fn start_index(fixture: &Fixture, partition: usize) -> u64 {
+        let start = fixture
+            .membuffer
+            .partition_start(partition)
+            .expect("four partitions");
+        u64::from_be_bytes(start.try_into().expect("8-byte keys"))
+    }
+
     /// The user keys of `model` from `start` on.
     fn from(model: &BTreeMap<Vec<u8>, Vec<u8>>, start: u64) -> Vec<Vec<u8>> {
         model
@@ -396,12 +406,7 @@ mod tests {
     #[test]
     fn a_crossing_re_seeks_only_after_a_drain() {
         let fixture = fixture_with(4000, false);
-        let second = fixture
-            .membuffer
-            .partition_start(1)
-            .expect("four partitions")
-            .to_vec();
-        let start = u64::from_be_bytes(second.as_slice().try_into().expect("8-byte keys"));
+        let start = start_index(&fixture, 1);
         let below = internal_key(&(start - 1).to_be_bytes(), SEQUENCE_MAX, ValueKind::SEEK);
 
         let mut cursor = cursor(&fixture, None);
@@ -429,12 +434,7 @@ mod tests {
     #[test]
     fn positioning_at_the_last_entry_stays_below_the_upper_bound() {
         let fixture = fixture_with(4000, false);
-        let third = fixture
-            .membuffer
-            .partition_start(2)
-            .expect("four partitions")
-            .to_vec();
-        let start = u64::from_be_bytes(third.as_slice().try_into().expect("8-byte keys"));
+        let start = start_index(&fixture, 2);
         let upper = (start - 1).to_be_bytes();
         let mut cursor = cursor(&fixture, Some(&upper));
         cursor.seek(&internal_key(&upper, SEQUENCE_MAX, ValueKind::SEEK));
