@@ -108,6 +108,23 @@ impl DrainingIterator {
             .map_or(u64::MAX, key_prefix);
     }
 
+    /// Positions the memtable cursor on its last entry below the upper bound (its last entry
+    /// if there is none): the first entry at or after the bound, then one step back
+    /// (invariant 5). Precondition: every partition is drained.
+    fn last_below_upper(&mut self) {
+        let Some(upper) = self.upper.as_deref() else {
+            self.inner.seek_to_last();
+            return;
+        };
+        self.inner
+            .seek(&internal_key(upper, SEQUENCE_MAX, ValueKind::SEEK));
+        if self.inner.valid() {
+            self.inner.prev();
+        } else {
+            self.inner.seek_to_last();
+        }
+    }
+
     /// Seeks the memtable cursor, stamping the drains first (invariant 3).
     fn position(&mut self, target: &[u8]) {
         self.stamp = self.membuffer.drain_stamp();
@@ -198,18 +215,7 @@ impl InternalIterator for DrainingIterator {
     fn seek_to_last(&mut self) {
         self.drain_everything();
         self.enter(self.marks.partitions().saturating_sub(1));
-        match self.upper.as_deref() {
-            Some(upper) => {
-                self.inner
-                    .seek(&internal_key(upper, SEQUENCE_MAX, ValueKind::SEEK));
-                if self.inner.valid() {
-                    self.inner.prev();
-                } else {
-                    self.inner.seek_to_last();
-                }
-            }
-            None => self.inner.seek_to_last(),
-        }
+        self.last_below_upper();
     }
 
     fn seek(&mut self, target: &[u8]) {
@@ -234,20 +240,14 @@ impl InternalIterator for DrainingIterator {
                     .upper
                     .as_deref()
                     .is_some_and(|upper| user_key(&current) >= upper);
-                match self.upper.as_deref() {
+                if past_upper {
                     // Invariant 5: the cursor sat past the bound, in a partition its seek
                     // left undrained; what was just drained there may precede the current
                     // entry (a newer version of its key), so step back from the bound.
-                    Some(upper) if past_upper => {
-                        self.inner
-                            .seek(&internal_key(upper, SEQUENCE_MAX, ValueKind::SEEK));
-                        if !self.inner.valid() {
-                            self.inner.seek_to_last();
-                            return;
-                        }
-                    }
-                    _ => self.inner.seek(&current),
+                    self.last_below_upper();
+                    return;
                 }
+                self.inner.seek(&current);
             }
         }
         self.inner.prev();
