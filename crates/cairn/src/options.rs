@@ -40,9 +40,11 @@ pub struct Options {
     pub read_only: bool,
     /// Fail if a database already exists. Default: `false`.
     pub error_if_exists: bool,
-    /// Size of a write buffer (memtable) at which it is sealed and queued for flush. Each
-    /// memtable also has a key index of 1/8 of this (128 MiB at most), which the system
-    /// supplies as it is touched. Default: 64 MiB.
+    /// Bytes of versions a write buffer (memtable, and Membuffer when on) holds when it is
+    /// sealed and queued for flush. Each memtable also has a key index of 1/8 of this
+    /// (128 MiB at most), which the system supplies as it is touched, and the Membuffer's
+    /// hash tables have slot arrays (about 2 words per record, ~3 % of this for 16-byte
+    /// keys and 100-byte values); neither counts toward this size. Default: 64 MiB.
     pub write_buffer_size_bytes: usize,
     /// Sealed memtables that may wait for flush before writers stall. Default: 4.
     pub max_immutable_memtables: usize,

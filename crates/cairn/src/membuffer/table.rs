@@ -48,9 +48,6 @@ const PROBE_LIMIT: usize = 32;
 /// The writers word's bit set once the table is sealed; the rest counts writers inside.
 const SEALED: u64 = 1 << 63;
 
-/// The smallest record size assumed when sizing the slot array from a byte budget.
-const RECORD_BYTES_MIN: usize = 64;
-
 /// The tagged record pointers a slot holds (invariant 4, `crate::tagged`): address and hash
 /// tag in one word, published by one compare-and-swap, so a probe learns from the slot alone
 /// whether the record may be its key's. The pointer keeps its provenance (`map_addr`).
@@ -131,10 +128,12 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
-    /// An empty table for about `byte_limit` bytes of records, taking records of up to
-    /// `record_bytes_max` bytes.
-    pub(super) fn new(byte_limit: usize, record_bytes_max: usize) -> Table {
-        let key_limit = (byte_limit / RECORD_BYTES_MIN).max(4);
+    /// An empty table for about `byte_limit` bytes of records of about `record_bytes`
+    /// bytes each (`sizing::next_record_bytes`: it sets the key limit and the slot array),
+    /// taking records of up to `record_bytes_max` bytes.
+    pub(super) fn new(byte_limit: usize, record_bytes: usize, record_bytes_max: usize) -> Table {
+        let record_bytes = record_bytes.max(super::sizing::RECORD_BYTES_MIN);
+        let key_limit = (byte_limit / record_bytes).max(4);
         let slot_count = (key_limit * 2).next_power_of_two();
         Table {
             arena: Arena::new((byte_limit / 8).clamp(4096, 1 << 20)),
@@ -160,6 +159,7 @@ impl Table {
     /// Arena bytes grown since the last call that returned non-zero, once they reach a
     /// sixteenth of the table's limit (so the Membuffer's shared count is written a few
     /// times per table fill, not per write); exactly one caller gets each growth.
+    /// Precondition: the caller is inside (`enter`).
     pub(super) fn account_growth(&self) -> usize {
         let published = self.arena.published_bytes();
         let accounted = self.accounted.load(Ordering::Relaxed);
@@ -178,11 +178,18 @@ impl Table {
         }
     }
 
-    /// Bytes counted in the Membuffer's live bytes for this table (its slots and the
-    /// accounted arena bytes), to subtract when it is freed. Precondition: no writer is
-    /// inside (sealed), so the count no longer changes.
-    pub(super) fn counted_bytes(&self) -> usize {
-        self.slot_bytes() + self.accounted.load(Ordering::Relaxed)
+    /// Arena bytes counted in the Membuffer's live bytes for this table (`account_growth`),
+    /// to subtract when it is drained. Precondition: sealed, so the count no longer changes
+    /// (writers account growth only while inside).
+    pub(super) fn accounted_bytes(&self) -> usize {
+        self.accounted.load(Ordering::Relaxed)
+    }
+
+    /// Arena bytes handed to records, exactly: with `len`, the drained table's mean record
+    /// size for the next one (`sizing::next_record_bytes`). Reads every arena lane: once per
+    /// drain, not per write.
+    pub(super) fn record_bytes(&self) -> usize {
+        self.arena.allocated_bytes()
     }
 
     /// Whether the table is at least half full (of bytes or keys): a drainer should take it.
@@ -518,7 +525,7 @@ mod tests {
     /// found, updated and gathered as themselves.
     #[test]
     fn colliding_keys_are_told_apart() {
-        let table = Table::new(1 << 16, 1 << 12);
+        let table = Table::new(1 << 16, 64, 1 << 12);
         let hashes: Vec<u64> = (0..12u64).map(|i| (i % 6) << 56 | 3).collect();
         assert!(table.enter());
         for (i, hash) in hashes.iter().enumerate() {

@@ -170,11 +170,16 @@ impl WriteBuffer {
             .map_or(0, |membuffer| membuffer.memory_bytes())
     }
 
-    /// Whether the buffer holds `limit_bytes` or more and should be sealed: the memtable's
-    /// bytes plus what the Membuffer's tables really hold (not its budget, so a near-empty
-    /// Membuffer leaves the memtable the rest of the limit).
+    /// Whether the buffer holds `limit_bytes` or more of versions and should be sealed: the
+    /// memtable's arena plus the versions the Membuffer holds (not its budget, so a
+    /// near-empty Membuffer leaves the memtable the rest of the limit; not its slot arrays,
+    /// as not the memtable's key index, so a flush carries the same data either way).
     pub fn is_full(&self, limit_bytes: usize) -> bool {
-        self.memtable.approximate_memory_bytes() + self.membuffer_bytes() >= limit_bytes
+        let membuffer = self
+            .membuffer
+            .as_ref()
+            .map_or(0, |membuffer| membuffer.version_bytes());
+        self.memtable.approximate_memory_bytes() + membuffer >= limit_bytes
     }
 
     /// Moves every Membuffer version into the memtable (scans; the flush's gathering).
