@@ -129,14 +129,14 @@ pub struct Options {
     /// write whose partition is full (and being drained) goes to the memtable directly; a
     /// key already in the Membuffer is updated in place (its old version moves to the
     /// memtable, or is dropped when no snapshot or scan can read it: latest-state reads
-    /// check for that and re-read). Off: a single-level memtable. Default: off — at 1 and 2
+    /// check for that and re-read). Off: a single-level memtable. Default: off. At 1 and 2
     /// threads, fills and overwrites measured 1.2–1.8× faster with it, and the skewed
-    /// read/update mix of `FloDB`'s Fig. 16 up to 1.5× faster once its hot keys fit; point
-    /// reads (1.13–1.17×), readers beside a paced writer (0.99–1.10×), YCSB E (1.06×) and a
-    /// write-heavy mix with short scans (`flodb_scan_write`, 0.97×) measure level or better.
-    /// But at 16 and 64 threads on 2 cores, YCSB E ran at 0.59–0.98× with a p99 of several
-    /// milliseconds: a scan waits for a partition's drain, whose thread may be descheduled
-    /// (`bench/results/2026-11-27-s12-flodb`).
+    /// read/update mix of `FloDB`'s Fig. 16 up to 1.5× faster once its hot keys fit. Point
+    /// reads (1.13–1.17×), YCSB E (1.06×), readers beside a paced writer (0.92–1.10× over
+    /// two runs) and a write-heavy mix with short scans (`flodb_scan_write`, 0.95–1.01×)
+    /// measure level or better. But at 16 and 64 threads on 2 cores YCSB E ran at
+    /// 0.59–0.98×, with a p99 of several milliseconds: a scan waits for a partition's drain,
+    /// whose thread may be descheduled (`bench/results/2026-11-27-s12-flodb`).
     pub membuffer_enabled: bool,
     /// Percent of `write_buffer_size_bytes` the Membuffer may hold at most; the write
     /// buffer counts what it really holds, so the memtable gets the rest. Default: 25
