@@ -21,7 +21,8 @@
 //! a drainer sealed it, then reload); insert — a key already in the table is overwritten in
 //! place (`table` invariant 1), its old version first moved to the memtable or, when the
 //! `gate` allows (no snapshot or scan can want it; latest-state reads validate against the
-//! gate's drop marks), dropped; `exit`; the insert that takes a table past half
+//! gate's drop marks), dropped; account the table's arena growth (invariant 4); `exit`; the
+//! insert that takes a table past half
 //! full unparks the drainer threads (`drainer`), which drain every half-full partition
 //! whose drain lock is free. A full table: the writer drains the partition itself if nobody
 //! else is (`try_lock` of the partition's drain lock; time counted in stats) and retries
@@ -30,9 +31,10 @@
 //! Drain (one thread per partition at a time, holding its drain lock): publish the current
 //! table as `draining`, install a fresh current table (sized by `sizing` from how full the
 //! old one got: the partition's share of the budget while writers fill it, down to 64 KiB
-//! while scans drain it nearly empty), seal the old one and wait for the
-//! writers inside to leave, gather and sort its versions, insert them into the memtable
-//! (multi-insert or, for the benchmark variant, one by one), then clear `draining` and retire
+//! while scans drain it nearly empty; its slot array for the old one's mean record), seal
+//! the old one and wait for the writers inside to leave, gather and sort its versions,
+//! insert them into the memtable (multi-insert or, for the benchmark variant, one by one),
+//! then clear `draining`, stop counting its versions (invariant 4) and retire
 //! the table.
 //!
 //! Read (`get`, pinned): the current table, then the draining table (each asks its presence

@@ -108,7 +108,7 @@ pub(super) struct Table {
     writers: AtomicU64,
     /// Set once the table passed half full and a drainer was told.
     drain_requested: AtomicBool,
-    /// Arena bytes already counted in the Membuffer's live bytes (`account_growth`).
+    /// Arena bytes already counted in the Membuffer's version bytes (`account_growth`).
     accounted: AtomicUsize,
     /// The largest record taken (a quarter of the partition's full share, whatever this
     /// table's size): a table shrunk by scans still takes what a full-size one would.
@@ -178,8 +178,8 @@ impl Table {
         }
     }
 
-    /// Arena bytes counted in the Membuffer's live bytes for this table (`account_growth`),
-    /// to subtract when it is drained. Precondition: sealed, so the count no longer changes
+    /// Arena bytes counted in the Membuffer's version bytes for this table
+    /// (`account_growth`), to subtract when it is drained. Precondition: sealed, so the count no longer changes
     /// (writers account growth only while inside).
     pub(super) fn accounted_bytes(&self) -> usize {
         self.accounted.load(Ordering::Relaxed)
