@@ -43,8 +43,9 @@ pub struct Options {
     /// Bytes of versions a write buffer (memtable, and Membuffer when on) holds when it is
     /// sealed and queued for flush. Each memtable also has a key index of 1/8 of this
     /// (128 MiB at most), which the system supplies as it is touched, and the Membuffer's
-    /// hash tables have slot arrays (about 2 words per record, ~3 % of this for 16-byte
-    /// keys and 100-byte values); neither counts toward this size. Default: 64 MiB.
+    /// hash tables have slot arrays (2–4 words per record its share can hold: ~3 % of this
+    /// at the default share with 16-byte keys and 100-byte values); neither counts toward
+    /// this size. Default: 64 MiB.
     pub write_buffer_size_bytes: usize,
     /// Sealed memtables that may wait for flush before writers stall. Default: 4.
     pub max_immutable_memtables: usize,
