@@ -629,14 +629,32 @@ fn check_live_and_probe(
             // writers, but a write that fails after the fault passed must be sticky.
             report(format!("probe write failed without WritesStopped: {error}"));
         }
-        (Ok(()), true) => report(format!(
+        (Ok(()), true) if !writes_stop_soon(&db) => report(format!(
             "writes accepted after a failed {:?}",
             fault.map(|fault| fault.operation)
         )),
+        (Ok(()), true) => {}
     }
     let probe_ok = probe.is_ok();
     drop(db);
     probe_ok
+}
+
+/// Whether writes stop within a second: a sync that failed in a background flush or
+/// compaction the checks did not wait for (one scheduled after `compact_range` returned)
+/// makes the error sticky a moment after the file system reported it, and a write issued in
+/// that moment may be acknowledged. The retries rewrite the probe's own key and value, so
+/// the state the recovery checks expect does not change.
+fn writes_stop_soon(db: &Db) -> bool {
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        if let Err(Error::WritesStopped { .. }) =
+            db.put_with(&WriteOptions::with_sync(true), b"probe", b"p")
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// What a one-shot-fault run may have logged (see `io_error_sweep`).
