@@ -524,7 +524,7 @@ impl Membuffer {
         // Sealed or not, the mean so far is what the next table should expect.
         let record_bytes = sizing::next_record_bytes(
             partition.record_bytes.load(Ordering::Relaxed),
-            old_table.record_bytes(),
+            old_table.arena_bytes(),
             old_table.len(),
         );
         partition

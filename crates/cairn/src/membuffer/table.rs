@@ -188,7 +188,7 @@ impl Table {
     /// Arena bytes handed to records, exactly: with `len`, the drained table's mean record
     /// size for the next one (`sizing::next_record_bytes`). Reads every arena lane: once per
     /// drain, not per write.
-    pub(super) fn record_bytes(&self) -> usize {
+    pub(super) fn arena_bytes(&self) -> usize {
         self.arena.allocated_bytes()
     }
 
