@@ -53,6 +53,14 @@ impl Filter {
         Some((self.words.get(word)?, bits))
     }
 
+    /// Hints the processor to fetch the word holding the key's bits.
+    #[inline]
+    pub(super) fn prefetch(&self, hash: u64) {
+        if let Some((word, _)) = self.place(hash) {
+            crate::memtable::prefetch(word.as_ptr());
+        }
+    }
+
     /// Sets the key's bits (invariant 1: before its record is published).
     pub(super) fn insert(&self, hash: u64) {
         if let Some((word, bits)) = self.place(hash) {

@@ -17,7 +17,8 @@
 //! matter) and freed once every thread pinned when it was unlinked has unpinned; lookups copy
 //! the version out while pinned, so nothing borrows a table after its pin.
 //!
-//! Write (`insert`, pinned): pick the partition; load its current table; `enter` (fails only if
+//! Write (`insert`, pinned; `prefetch` just before, while the writer reserves its sequence,
+//! fetches the lines the insert probes first): pick the partition; load its current table; `enter` (fails only if
 //! a drainer sealed it, then reload); insert — a key already in the table is overwritten in
 //! place (`table` invariant 1), its old version first moved to the memtable or, when the
 //! `gate` allows (no snapshot or scan can want it; latest-state reads validate against the
@@ -32,7 +33,7 @@
 //! table as `draining`, install a fresh current table (sized by `sizing` from how full the
 //! old one got: the partition's share of the budget while writers fill it, down to 64 KiB
 //! while scans drain it nearly empty; its slot array for the old one's mean record), seal
-//! the old one and wait for the writers inside to leave, gather and sort its versions,
+//! the old one and wait for the writers inside to leave, gather and sort its versions (`order`),
 //! insert them into the memtable (multi-insert or, for the benchmark variant, one by one),
 //! then clear `draining`, stop counting its versions (invariant 4) and retire
 //! the table.
@@ -85,6 +86,7 @@ mod boundaries;
 mod drainer;
 mod filter;
 mod gate;
+mod order;
 mod record;
 mod scan;
 mod sizing;
@@ -400,6 +402,22 @@ impl Membuffer {
     /// Inserts a version into its partition's table, draining a full partition first if no
     /// other thread is. Returns false if the version was not taken: the caller inserts it into
     /// `memtable` directly. Precondition: as `Memtable::insert`.
+    /// Hints the processor to fetch the slot and filter word an `insert` of `key` reads
+    /// first: the writer calls it before reserving its sequence, so these misses overlap the
+    /// reservation's (another core's cache lines) instead of following it.
+    pub(crate) fn prefetch(&self, key: &[u8]) {
+        let Some(layout) = self.layout.get() else {
+            return;
+        };
+        let Some(partition) = layout.partitions.get(layout.boundaries.partition_of(key)) else {
+            return;
+        };
+        let _pin = self.epoch.pin();
+        if let Some(table) = Self::table(&partition.current) {
+            table.prefetch(crate::hashindex::hash_key(key));
+        }
+    }
+
     pub(crate) fn insert(
         &self,
         memtable: &Memtable,
@@ -541,13 +559,10 @@ impl Membuffer {
         if let Err(broken) = old_table.check_invariants() {
             panic!("Membuffer table invariant broken: {broken}");
         }
-        let mut records = old_table.records();
-        records.sort_unstable_by(|a, b| {
-            crate::key::compare_user_keys(a.0, b.0).then_with(|| b.1.cmp(&a.1))
-        });
+        let records = order::drain_order(&old_table.records());
         let count = records.len() as u64;
         if self.config.multi_insert {
-            memtable.insert_sorted(records);
+            order::insert_prefetching(memtable, &records);
         } else {
             for (key, sequence, kind, value) in records {
                 memtable.insert(key, sequence, kind, value);

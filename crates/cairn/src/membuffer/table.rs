@@ -279,6 +279,8 @@ impl Table {
         if bytes > self.record_bytes_max {
             return Put::Oversized;
         }
+        // A new key sets its filter bits after the probe: fetch both lines at once.
+        self.filter.prefetch(hash);
         let mut fresh: *mut Record = ptr::null_mut();
         for slot in self.probe(hash) {
             let mut head = slot.load(Ordering::Acquire);
@@ -409,6 +411,15 @@ impl Table {
         let start = hash as usize;
         (0..PROBE_LIMIT.min(self.slots.len()))
             .filter_map(move |probe| self.slots.get(start.wrapping_add(probe) & mask))
+    }
+
+    /// Hints the processor to fetch the lines an insert of `hash` reads first: its first
+    /// slot and its filter word.
+    pub(super) fn prefetch(&self, hash: u64) {
+        if let Some(slot) = self.probe(hash).next() {
+            crate::memtable::prefetch(slot.as_ptr());
+        }
+        self.filter.prefetch(hash);
     }
 
     /// The record of `key`, or null.

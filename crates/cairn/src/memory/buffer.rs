@@ -214,6 +214,14 @@ impl WriteBuffer {
         self.last_sequence.get().copied()
     }
 
+    /// Hints the processor to fetch what inserting `batch`'s first entry into the Membuffer
+    /// reads first (see `Membuffer::prefetch`); a no-op without a Membuffer.
+    pub fn prefetch(&self, batch: &WriteBatch) {
+        if let (Some(membuffer), Some(Ok((_, key, _)))) = (&self.membuffer, batch.iter().next()) {
+            membuffer.prefetch(key);
+        }
+    }
+
     /// Inserts the entries of `batch` at sequences `first..`; returns the numbers of puts and
     /// deletes. On a malformed entry it stops and reports it (unreachable after
     /// `WriteBatch::validate`).

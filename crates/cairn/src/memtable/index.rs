@@ -100,6 +100,14 @@ impl KeyIndex {
             .get((hash as usize).wrapping_add(probe) & self.mask)
     }
 
+    /// Hints the processor to fetch the first slot `find` or `publish` of `hash` reads.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        if let Some(slot) = self.slot(hash, 0) {
+            super::node::prefetch(slot.as_ptr());
+        }
+    }
+
     /// Looks `hash` up; `matches(address)` confirms a candidate whose tag matches (by comparing
     /// the key stored at that address).
     #[inline]
