@@ -39,6 +39,7 @@ use super::filter::Filter;
 use super::record::{Record, Version};
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::arena::Arena;
+use crate::sync::CachePadded;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
@@ -95,6 +96,17 @@ pub(super) enum Put {
     Oversized,
 }
 
+/// The counters writers change on every insert (see `Table::words`).
+#[derive(Default)]
+struct WriterWords {
+    /// Keys claimed (a slot taken or about to be), checked against the key limit.
+    keys: AtomicUsize,
+    /// Keys whose insert completed (invariant 3).
+    record_count: AtomicUsize,
+    /// The sealed bit and the writers inside (`enter`, `exit`).
+    writers: AtomicU64,
+}
+
 /// See the module documentation.
 pub(super) struct Table {
     arena: Arena,
@@ -103,9 +115,10 @@ pub(super) struct Table {
     filter: Filter,
     byte_limit: usize,
     key_limit: usize,
-    keys: AtomicUsize,
-    record_count: AtomicUsize,
-    writers: AtomicU64,
+    /// The words every insert writes, on cache lines of their own: beside the read-mostly
+    /// fields above (the slot array's address, the limits) they made every probe of the
+    /// other core's last table a cache miss.
+    words: CachePadded<WriterWords>,
     /// Set once the table passed half full and a drainer was told.
     drain_requested: AtomicBool,
     /// Arena bytes already counted in the Membuffer's version bytes (`account_growth`).
@@ -141,9 +154,7 @@ impl Table {
             filter: Filter::new(slot_count),
             byte_limit,
             key_limit,
-            keys: AtomicUsize::new(0),
-            record_count: AtomicUsize::new(0),
-            writers: AtomicU64::new(0),
+            words: CachePadded(WriterWords::default()),
             drain_requested: AtomicBool::new(false),
             accounted: AtomicUsize::new(0),
             record_bytes_max,
@@ -195,7 +206,7 @@ impl Table {
     /// Whether the table is at least half full (of bytes or keys): a drainer should take it.
     pub(super) fn wants_drain(&self) -> bool {
         self.arena.published_bytes().saturating_mul(2) >= self.byte_limit
-            || self.keys.load(Ordering::Relaxed).saturating_mul(2) >= self.key_limit
+            || self.words.keys.load(Ordering::Relaxed).saturating_mul(2) >= self.key_limit
     }
 
     /// True exactly once, for the first caller after the table passed half full.
@@ -212,7 +223,8 @@ impl Table {
         }
         // Reserved keys, as `wants_drain` counts them: a drainer woken at half full by keys
         // then sees half full here too.
-        let keys = self.keys.load(Ordering::Relaxed).saturating_mul(1000) / self.key_limit.max(1);
+        let keys =
+            self.words.keys.load(Ordering::Relaxed).saturating_mul(1000) / self.key_limit.max(1);
         let bytes = self.arena.published_bytes().saturating_mul(1000) / self.byte_limit.max(1);
         super::sizing::Fill {
             per_mille: keys.max(bytes),
@@ -235,29 +247,29 @@ impl Table {
 
     /// Versions inserted (invariant 3).
     pub(super) fn len(&self) -> usize {
-        self.record_count.load(Ordering::Acquire)
+        self.words.record_count.load(Ordering::Acquire)
     }
 
     /// Enters as a writer; false if the table is sealed (the writer goes to the partition's
     /// new table).
     pub(super) fn enter(&self) -> bool {
-        if self.writers.fetch_add(1, Ordering::SeqCst) & SEALED == 0 {
+        if self.words.writers.fetch_add(1, Ordering::SeqCst) & SEALED == 0 {
             return true;
         }
-        self.writers.fetch_sub(1, Ordering::SeqCst);
+        self.words.writers.fetch_sub(1, Ordering::SeqCst);
         false
     }
 
     /// Leaves as a writer.
     pub(super) fn exit(&self) {
-        self.writers.fetch_sub(1, Ordering::Release);
+        self.words.writers.fetch_sub(1, Ordering::Release);
     }
 
     /// Seals the table and waits until no writer is inside (invariant 2).
     pub(super) fn seal_and_wait(&self) {
-        self.writers.fetch_or(SEALED, Ordering::SeqCst);
+        self.words.writers.fetch_or(SEALED, Ordering::SeqCst);
         let mut round = 0;
-        while self.writers.load(Ordering::Acquire) != SEALED {
+        while self.words.writers.load(Ordering::Acquire) != SEALED {
             crate::sync::spin_wait(&mut round);
         }
     }
@@ -289,13 +301,13 @@ impl Table {
                     if !self.has_room(bytes) {
                         return self.full();
                     }
-                    if self.keys.fetch_add(1, Ordering::Relaxed) >= self.key_limit {
-                        self.keys.fetch_sub(1, Ordering::Relaxed);
+                    if self.words.keys.fetch_add(1, Ordering::Relaxed) >= self.key_limit {
+                        self.words.keys.fetch_sub(1, Ordering::Relaxed);
                         return self.full();
                     }
                     let record = Record::allocate(&self.arena, hash, key, sequence, kind, value);
                     let Some(tagged) = Slot::tagged(record, hash) else {
-                        self.keys.fetch_sub(1, Ordering::Relaxed);
+                        self.words.keys.fetch_sub(1, Ordering::Relaxed);
                         return Put::Oversized;
                     };
                     fresh = tagged;
@@ -319,13 +331,13 @@ impl Table {
             if same {
                 if !fresh.is_null() {
                     // The key we reserved a slot for turned out present.
-                    self.keys.fetch_sub(1, Ordering::Relaxed);
+                    self.words.keys.fetch_sub(1, Ordering::Relaxed);
                 }
                 return self.update(slot, hash, key, (sequence, kind, value), move_old);
             }
         }
         if !fresh.is_null() {
-            self.keys.fetch_sub(1, Ordering::Relaxed);
+            self.words.keys.fetch_sub(1, Ordering::Relaxed);
         }
         self.full()
     }
@@ -399,7 +411,7 @@ impl Table {
     }
 
     fn inserted(&self) -> Put {
-        self.record_count.fetch_add(1, Ordering::Release);
+        self.words.record_count.fetch_add(1, Ordering::Release);
         Put::Done
     }
 
