@@ -11,7 +11,9 @@
 //!
 //! Invariants:
 //! 1. The sum over levels of `write_bytes` equals `flush_bytes + compaction_write_bytes`
-//!    (both are bumped by the same job, with the same amount).
+//!    (both are bumped by the same job, with the same amount) whenever no job is between
+//!    its two adds: a report taken while a flush or compaction finishes may see one add
+//!    and not the other (reports are not a consistent snapshot).
 //! 2. A level's `files` and `bytes` are the sums over its runs.
 
 use crate::sync::StripedCounter;
