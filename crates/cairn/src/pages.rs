@@ -80,6 +80,12 @@ impl Pages {
         }
     }
 
+    /// Asks for transparent huge pages over the region (`MADV_HUGEPAGE`), before its pages
+    /// are first written. Best effort: kernels without them, or with them off, ignore it.
+    pub fn advise_huge_pages(&self) {
+        advise_huge_pages(self.base, self.len);
+    }
+
     /// The whole pages inside the range, clipped to the region.
     fn page_range(&self, offset: usize, len: usize) -> Option<(usize, usize)> {
         let start = offset.checked_next_multiple_of(PAGE_BYTES)?;
@@ -147,6 +153,18 @@ fn populate(base: NonNull<u8>, start: usize, len: usize) {
         );
     }
 }
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn advise_huge_pages(base: NonNull<u8>, len: usize) {
+    // SAFETY: `base .. base + len` is exactly the mapping (invariant 1); MADV_HUGEPAGE only
+    // marks it eligible for huge pages and changes no byte. A failure is harmless.
+    unsafe {
+        libc::madvise(base.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn advise_huge_pages(_base: NonNull<u8>, _len: usize) {}
 
 #[cfg(not(all(target_os = "linux", not(miri))))]
 fn layout(len: usize) -> Option<std::alloc::Layout> {

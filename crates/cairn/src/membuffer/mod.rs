@@ -90,6 +90,7 @@ mod order;
 mod record;
 mod scan;
 mod sizing;
+mod slots;
 mod table;
 
 pub(crate) use boundaries::prefix as key_prefix;

@@ -37,6 +37,7 @@
 
 use super::filter::Filter;
 use super::record::{Record, Version};
+use super::slots::SlotArray;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::arena::Arena;
 use crate::sync::CachePadded;
@@ -110,7 +111,7 @@ struct WriterWords {
 /// See the module documentation.
 pub(super) struct Table {
     arena: Arena,
-    slots: Box<[AtomicPtr<Record>]>,
+    slots: SlotArray,
     /// The keys with a record here (invariant 5), so most reads of absent keys skip `slots`.
     filter: Filter,
     byte_limit: usize,
@@ -150,7 +151,7 @@ impl Table {
         let slot_count = (key_limit * 2).next_power_of_two();
         Table {
             arena: Arena::new((byte_limit / 8).clamp(4096, 1 << 20)),
-            slots: (0..slot_count).map(|_| AtomicPtr::default()).collect(),
+            slots: SlotArray::new(slot_count),
             filter: Filter::new(slot_count),
             byte_limit,
             key_limit,
@@ -479,7 +480,7 @@ impl Table {
     #[cfg(feature = "invariants")]
     pub(super) fn check_invariants(&self) -> Result<(), String> {
         let mut keys = std::collections::HashSet::new();
-        for slot in &self.slots {
+        for slot in self.slots.iter() {
             let record = Slot::record(slot.load(Ordering::Acquire)).cast_const();
             if record.is_null() {
                 continue;
@@ -503,7 +504,7 @@ impl Table {
     /// and none changes while the borrows live.
     pub(super) fn records(&self) -> Vec<(&[u8], SequenceNumber, ValueKind, &[u8])> {
         let mut records = Vec::with_capacity(self.len());
-        for slot in &self.slots {
+        for slot in self.slots.iter() {
             let record = Slot::record(slot.load(Ordering::Acquire)).cast_const();
             if record.is_null() {
                 continue;
