@@ -217,8 +217,11 @@ impl WriteBuffer {
     /// Hints the processor to fetch what inserting `batch`'s first entry into the Membuffer
     /// reads first (see `Membuffer::prefetch`); a no-op without a Membuffer.
     pub fn prefetch(&self, batch: &WriteBatch) {
-        if let (Some(membuffer), Some(Ok((_, key, _)))) = (&self.membuffer, batch.iter().next()) {
-            membuffer.prefetch(key);
+        // Without a Membuffer the batch is not even decoded.
+        if let Some(membuffer) = &self.membuffer {
+            if let Some(Ok((_, key, _))) = batch.iter().next() {
+                membuffer.prefetch(key);
+            }
         }
     }
 
