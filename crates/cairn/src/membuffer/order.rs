@@ -9,7 +9,9 @@
 //! number, index) compares integers in a dense array; keys sharing those 8 bytes (equal
 //! prefixes decide nothing, `boundaries` invariant 3) fall back to the bytes.
 //!
-//! Thread-safety contract: pure functions over the caller's data.
+//! Thread-safety contract: `drain_order` is a pure function of the caller's data;
+//! `insert_prefetching` runs on the drain-lock holder and has `Memtable::insert_sorted`'s
+//! contract (any number of concurrent inserts and readers); a prefetch changes no state.
 //!
 //! Invariants:
 //! 1. The result is a permutation of the input: every version exactly once.
