@@ -77,7 +77,10 @@ impl DbInner {
             return Ok(self.visible());
         }
         let count = batch.len() as u64;
-        self.super_version.load().memory.active().prefetch(&batch);
+        // Only with the Membuffer: without one the extra super-version load buys nothing.
+        if self.options.membuffer_enabled {
+            self.super_version.load().memory.active().prefetch(&batch);
+        }
         let reservation = self.reserve(count, batch.size_bytes())?;
         // Tests hold a writer here, between reserve and publish (`inner::tests`).
         self.race_point("write: reserved");
