@@ -345,13 +345,23 @@ fn record(
         .blocks_per_read
         .map(|blocks| format!(", {blocks:.3} blocks/read"))
         .unwrap_or_default();
+    // readwhilewriting's readers are measured, its writer is not: an engine whose writer
+    // keeps up with the cap does more background work in the same seconds, so show it.
+    let writer = if measurement.writer_ops > 0 && measurement.seconds > 0.0 {
+        format!(
+            ", writer {:.0} ops/s",
+            measurement.writer_ops as f64 / measurement.seconds
+        )
+    } else {
+        String::new()
+    };
     let shape = measurement
         .level_shape
         .as_deref()
         .map(|shape| format!(", shape {shape}"))
         .unwrap_or_default();
     eprintln!(
-        "  {phase}: {:.0} ops/s, p99 {:.1} us, {:.2} cpu-us/op{blocks}{placement}{shape}",
+        "  {phase}: {:.0} ops/s, p99 {:.1} us, {:.2} cpu-us/op{blocks}{writer}{placement}{shape}",
         measurement.ops_per_sec, measurement.p99_us, measurement.cpu_us_per_op
     );
     cell.runs.push(measurement);

@@ -67,7 +67,7 @@ pub(super) fn insert_prefetching(memtable: &Memtable, sorted: &[BatchEntry<'_>])
             prefetch(value.as_ptr().wrapping_add(value.len().saturating_sub(1)));
         }
         if let Some((key, ..)) = sorted.get(index + half) {
-            memtable.prefetch_insert(key);
+            memtable.prefetch_key(key);
         }
         *entry
     }));

@@ -272,11 +272,17 @@ impl WriteBuffer {
         }
         // The Membuffer first: a version drained meanwhile is in the memtable by then. Once
         // gathered the buffer is quiet and drained (invariant 4): the memtable holds it all.
-        let upper = self
+        let membuffer = self
             .membuffer
             .as_ref()
-            .filter(|_| self.sorted.get().is_none())
-            .and_then(|membuffer| membuffer.get(key, sequence));
+            .filter(|_| self.sorted.get().is_none());
+        if membuffer.is_some() {
+            // The memtable's index slot is fetched while the Membuffer's filter word is: two
+            // misses overlapped instead of one after the other (measured: the filter load was
+            // three quarters of `Table::get`, itself 3.8 % of a readwhilewriting's CPU).
+            self.memtable.prefetch_key(key);
+        }
+        let upper = membuffer.and_then(|membuffer| membuffer.get(key, sequence));
         newer(upper, self.memtable.get_entry(key, sequence))
     }
 

@@ -61,11 +61,12 @@ impl Memtable {
         }
     }
 
-    /// Hints the processor to fetch the index slot an insert of `user_key` reads first: a
-    /// multi-insert's caller calls it a few entries ahead (its key already fetched), so the
-    /// miss overlaps the inserts in between.
+    /// Hints the processor to fetch the index slot an insert or lookup of `user_key` reads
+    /// first: a multi-insert's caller calls it a few entries ahead (its key already fetched),
+    /// a write buffer's lookup before it asks the Membuffer, so the miss overlaps the work in
+    /// between.
     #[inline]
-    pub(crate) fn prefetch_insert(&self, user_key: &[u8]) {
+    pub(crate) fn prefetch_key(&self, user_key: &[u8]) {
         self.index.prefetch(index::hash(user_key));
     }
 
