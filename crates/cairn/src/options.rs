@@ -173,6 +173,11 @@ pub struct Options {
     #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub wal_record_payload_bytes_max: usize,
+    /// Test-only: scans copy every Membuffer partition they enter instead of draining it, the
+    /// fallback they otherwise take only when another thread holds the partition's drain lock.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub membuffer_scans_always_copy: bool,
 }
 
 impl Default for Options {
@@ -231,6 +236,8 @@ impl Default for Options {
             drop_sealed_memtables: false,
             #[cfg(feature = "testing")]
             wal_record_payload_bytes_max: crate::wal::RECORD_PAYLOAD_BYTES_MAX,
+            #[cfg(feature = "testing")]
+            membuffer_scans_always_copy: false,
         }
     }
 }

@@ -109,6 +109,10 @@ pub struct MembufferCounters {
     pub scan_drains: StripedCounter,
     /// Partition drains a scan skipped because a drain that started after it had finished.
     pub scan_piggybacks: StripedCounter,
+    /// Partitions a scan copied instead of draining, because another thread held the
+    /// partition's drain lock past a short spin (the scan's fallback: it never waits for a
+    /// drain it does not run).
+    pub scan_fallbacks: StripedCounter,
     /// Times a scan cursor, entering a partition, re-sought the memtable because a drain had
     /// run since the cursor last positioned itself (without one it keeps its position).
     pub scan_reseeks: StripedCounter,
@@ -344,6 +348,10 @@ impl Counters {
                 load(&self.membuffer.scan_piggybacks),
             ),
             ("membuffer_scan_reseeks", load(&self.membuffer.scan_reseeks)),
+            (
+                "membuffer_scan_fallbacks",
+                load(&self.membuffer.scan_fallbacks),
+            ),
             (
                 "membuffer_undrained_at_drop",
                 load(&self.membuffer.undrained_at_drop),

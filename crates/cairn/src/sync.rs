@@ -1,4 +1,5 @@
 //! Atomics used by the lock-free fast paths, switchable to loom's model-checked versions;
+//! `prefetch`, the cache-line hint the memtable and the Membuffer issue ahead of a miss;
 //! `spin_wait`, the back-off of a thread waiting for another thread's progress; and
 //! [`Parker`], which lets such a waiter sleep once spinning and yielding did not help.
 //!
@@ -19,6 +20,24 @@
 pub use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
 pub use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// Hints the processor to fetch the cache line holding `address` (a no-op on a null pointer
+/// and on architectures without a stable prefetch instruction). Lets a caller overlap several
+/// independent cache misses instead of paying them one after another. The one prefetch of the
+/// crate: the memtable, the Membuffer, the `SSTable` Bloom filter and the log memory use it.
+// Always inlined: a prefetch behind a call would arrive too late to hide the miss.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+pub fn prefetch<T>(address: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch is only a hint: it never faults, even on an invalid address, and
+    // changes no program state.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast::<i8>());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = address;
+}
 
 /// Rounds of `spin_wait` that only spin (the usual wait: another writer's memcpy and insert).
 const SPIN_ROUNDS: u32 = 64;
@@ -247,21 +266,4 @@ mod tests {
         assert_eq!(counter.get(), 36_000);
         assert_eq!(std::mem::align_of::<CachePadded<u8>>(), 128);
     }
-}
-
-/// Hints the processor to start loading the cache line at `pointer` for a read soon (a no-op
-/// on architectures without a stable prefetch instruction). Lets a caller overlap several
-/// independent cache misses instead of paying them one after another.
-// Always inlined: a prefetch behind a call would arrive too late to hide the miss.
-#[allow(clippy::inline_always)]
-#[inline(always)]
-pub fn prefetch_read(pointer: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults, even on an invalid address, and
-    // changes no program state.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(pointer.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = pointer;
 }

@@ -583,7 +583,13 @@ impl Worker<'_> {
 
 /// Runs the workload for `seconds` on `MemFs`, or (`on_disk`) on `StdFs` in a temporary
 /// directory, where tables are read in place from their mappings (`TableReadMode::Mmap`).
-fn run_history(seconds: u64, on_disk: bool) -> (Vec<Event>, BTreeMap<String, String>) {
+/// With `scans_copy`, every scan copies the Membuffer partitions it enters instead of
+/// draining them (the fallback a scan otherwise takes only behind a busy drain lock).
+fn run_history(
+    seconds: u64,
+    on_disk: bool,
+    scans_copy: bool,
+) -> (Vec<Event>, BTreeMap<String, String>) {
     let scratch = on_disk.then(|| common::TempDir::new("history"));
     let mut options = Options::default();
     let path = match &scratch {
@@ -608,6 +614,7 @@ fn run_history(seconds: u64, on_disk: bool) -> (Vec<Event>, BTreeMap<String, Str
     options.level_count = 4;
     // A tiny Membuffer (1 KiB) over the tiny memtable: it fills and drains constantly.
     options.membuffer_enabled = true;
+    options.membuffer_scans_always_copy = scans_copy;
     let options = common::shaped(options);
     let db = Db::open(&path, options).unwrap();
     let clock = AtomicU64::new(0);
@@ -661,6 +668,15 @@ fn run_history(seconds: u64, on_disk: bool) -> (Vec<Event>, BTreeMap<String, Str
         stats.counter("flushes") > 0,
         "the tiny memtable never flushed"
     );
+    let fallbacks = stats.counter("membuffer_scan_fallbacks");
+    eprintln!(
+        "history: membuffer scan drains {}, piggybacks {}, copies (fallbacks) {fallbacks}",
+        stats.counter("membuffer_scan_drains"),
+        stats.counter("membuffer_scan_piggybacks"),
+    );
+    if scans_copy {
+        assert!(fallbacks > 0, "scans were set to copy, yet none did");
+    }
     eprintln!(
         "history: blocks read in place {}, block cache hits {} misses {}",
         stats.block_mapped_reads, stats.block_cache_hits, stats.block_cache_misses
@@ -814,18 +830,24 @@ fn search_check(events: &[Event]) -> SearchReport {
 
 #[test]
 fn concurrent_history_is_linearizable() {
-    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 3), false);
+    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 3), false, false);
 }
 
 /// The same on disk: tables read in place from their memory mappings, the default read path.
 #[test]
 fn concurrent_history_on_disk_with_mapped_reads_is_linearizable() {
-    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 2), true);
+    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 2), true, false);
 }
 
-fn check_history(seconds: u64, on_disk: bool) {
+/// The same with scans that copy the Membuffer's partitions instead of draining them.
+#[test]
+fn concurrent_history_with_copying_scans_is_linearizable() {
+    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 2), false, true);
+}
+
+fn check_history(seconds: u64, on_disk: bool, scans_copy: bool) {
     let started = Instant::now();
-    let (events, final_state) = run_history(seconds, on_disk);
+    let (events, final_state) = run_history(seconds, on_disk, scans_copy);
     let running = started.elapsed();
     let violations = checks::check(&events, &final_state);
     let search = search_check(&events);

@@ -310,6 +310,17 @@ fn model_tiny_half_membuffer() {
     check_option_set("tiny-half-membuffer", &tiny_half_membuffer_options);
 }
 
+/// `tiny-half-membuffer` with scans that copy the partitions they enter instead of draining
+/// them (the fallback behind a busy drain lock), forward and backward.
+#[test]
+fn model_tiny_half_membuffer_with_copying_scans() {
+    check_option_set("tiny-half-membuffer-scans-copy", &|fs| {
+        let mut options = tiny_half_membuffer_options(fs);
+        options.membuffer_scans_always_copy = true;
+        options
+    });
+}
+
 /// The Membuffer option sets really exercise it: writes land in it, partitions drain (by
 /// writers and by scans), and every write reads back by point read and by scan.
 #[test]

@@ -90,7 +90,7 @@ impl LogMemory {
             return;
         };
         if let Some((pointer, _)) = self.chunk(segment_index, segment, offset) {
-            prefetch_pointer(pointer.cast_const());
+            crate::sync::prefetch(pointer.cast_const());
         }
     }
 
@@ -179,16 +179,4 @@ impl LogMemory {
         )
         .then_some(header)
     }
-}
-
-#[inline]
-pub(super) fn prefetch_pointer(pointer: *const u8) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a prefetch is only a hint: it never faults and has no visible effect, whatever
-    // the address; `sse` is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(pointer.cast());
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = pointer;
 }

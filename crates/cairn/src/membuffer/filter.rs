@@ -57,7 +57,7 @@ impl Filter {
     #[inline]
     pub(super) fn prefetch(&self, hash: u64) {
         if let Some((word, _)) = self.place(hash) {
-            crate::memtable::prefetch(word.as_ptr());
+            crate::sync::prefetch(word.as_ptr());
         }
     }
 

@@ -131,6 +131,9 @@ pub(crate) struct MembufferConfig {
     /// Decides whether an in-place update may drop the version it replaces (`gate`); None:
     /// every replaced version moves to the memtable.
     pub gate: Option<Arc<OverwriteGate>>,
+    /// Scans copy every partition instead of draining it (tests of the scan's fallback,
+    /// which otherwise needs a drain lock held by a descheduled thread).
+    pub scans_always_copy: bool,
 }
 
 /// One key range's tables (see the module documentation).

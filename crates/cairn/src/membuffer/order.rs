@@ -18,7 +18,8 @@
 //! 2. It is sorted by (user key ascending, sequence descending).
 
 use super::boundaries::prefix;
-use crate::memtable::{prefetch, BatchEntry, Memtable};
+use crate::memtable::{BatchEntry, Memtable};
+use crate::sync::prefetch;
 use std::cmp::Ordering;
 
 /// How far ahead of the insert in progress a drain fetches a version's record (its key and

@@ -430,7 +430,7 @@ impl Table {
     /// slot and its filter word.
     pub(super) fn prefetch(&self, hash: u64) {
         if let Some(slot) = self.probe(hash).next() {
-            crate::memtable::prefetch(slot.as_ptr());
+            crate::sync::prefetch(slot.as_ptr());
         }
         self.filter.prefetch(hash);
     }
@@ -472,6 +472,25 @@ impl Table {
             }
             let version = Record::read(record);
             (version.0 <= sequence).then_some(version)
+        }
+    }
+
+    /// Every record's version as an (internal key, value) pair, copied out while writers may
+    /// still insert and rewrite (a scan's private copy of a partition it could not drain).
+    /// A record rewritten during the copy yields its old or its new version: by invariant 1
+    /// an old version left the record only after it reached the memtable (or was dropped
+    /// under the gate, which a scan holds). Precondition: the caller is pinned.
+    pub(super) fn versions_into(&self, out: &mut Vec<(Vec<u8>, Vec<u8>)>) {
+        for slot in self.slots.iter() {
+            let record = Slot::record(slot.load(Ordering::Acquire)).cast_const();
+            if record.is_null() {
+                continue;
+            }
+            // SAFETY: a published record of this table (invariant 4), alive while the caller
+            // is pinned; `read` retries a copy that overlapped a rewrite.
+            let (key, (sequence, kind, value)) =
+                unsafe { (Record::key(record), Record::read(record)) };
+            out.push((crate::key::internal_key(key, sequence, kind), value));
         }
     }
 

@@ -17,6 +17,7 @@ fn config(budget_bytes: usize, multi_insert: bool, drainers: usize) -> Membuffer
         drainers,
         counters: Arc::new(MembufferCounters::default()),
         gate: None,
+        scans_always_copy: false,
     }
 }
 

@@ -126,6 +126,10 @@ impl WriteBuffer {
                 drainers: options.membuffer_drainers,
                 counters: Arc::clone(counters),
                 gate: gate.cloned(),
+                #[cfg(feature = "testing")]
+                scans_always_copy: options.membuffer_scans_always_copy,
+                #[cfg(not(feature = "testing"))]
+                scans_always_copy: false,
             }
         });
         Self::with_membuffer(capacity_bytes, log, config)

@@ -18,6 +18,7 @@
 
 mod buffer;
 mod component;
+mod copied;
 mod scan;
 
 pub use buffer::{ReplayBuffer, WriteBuffer, WriteHint};

@@ -16,18 +16,27 @@
 //! partition first, then re-seek to the current key (drained versions may now precede it),
 //! or, from a position at or past the upper bound, to the bound (invariant 5).
 //!
+//! A forward move that finds a partition's drain lock held by another thread (past a short
+//! spin) copies the partition instead of waiting (`Membuffer::enter_for_scan`), and the cursor
+//! merges that copy (`copied::Copied`) with the memtable from then on: the smaller internal
+//! key first, an internal key both hold once. A backward move first drains every partition
+//! it copied, waiting if it must, and drops the copies: reverse iteration reads the memtable
+//! alone, as before.
+//!
 //! Thread-safety contract: one cursor is used by one thread at a time (`Send`); its drains
-//! serialise with every other drain of the same partition (`membuffer::scan`).
+//! serialise with every other drain of the same partition (`membuffer::scan`); a forward move
+//! never waits on another thread's drain beyond a short spin.
 //!
 //! Invariants:
-//! 1. When the cursor is valid, the memtable holds every version of every partition from the
-//!    cursor's partition down to the one its last seek landed in, at or below the scan's read
-//!    point (`membuffer::scan` invariant 1), and the cursor lies in the current partition's
-//!    range or past the upper bound; backward moves happen only after every partition is
-//!    drained.
+//! 1. When the cursor is valid, the memtable and `copied` together hold every version of
+//!    every partition from the cursor's partition down to the one its last seek landed in, at
+//!    or below the scan's read point (`membuffer::scan` invariants 1 and 3), and the cursor
+//!    lies in the current partition's range or past the upper bound; backward moves happen
+//!    only after every partition is drained and `copied` is empty. The memtable cursor
+//!    positioned itself after the last copy was taken.
 //! 2. The overwrite-gate hold (taken before the read point of a latest-state scan, or while
-//!    a snapshot scan's snapshot still stood) is kept until every partition is drained (then
-//!    released) or the cursor is dropped.
+//!    a snapshot scan's snapshot still stood) is kept until every partition is drained and
+//!    none is only copied (then released), or the cursor is dropped.
 //! 3. `stamp` was taken before the memtable cursor's last seek; a crossing keeps the cursor's
 //!    position only if no drain ran since (`Membuffer::quiet_since`).
 //! 4. `next_prefix` is the prefix of partition `partition + 1`'s first key (`u64::MAX` if
@@ -40,12 +49,17 @@
 //!    and the cursor (a newer version of the key the cursor sits on). So `seek_to_last` lands
 //!    on the last entry below the bound, and `prev` from past the bound steps back from the
 //!    bound rather than from the cursor.
+//! 6. `from_copied` says which source holds the merged cursor's entry: the copy's entry when
+//!    it is smaller than the memtable cursor's (or the memtable cursor is exhausted); an
+//!    entry equal to the memtable cursor's is skipped in the copy (`pick`).
 
+use super::copied::Copied;
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{internal_key, user_key, ValueKind, SEQUENCE_MAX};
+use crate::key::{compare_internal_keys, internal_key, user_key, ValueKind, SEQUENCE_MAX};
 use crate::membuffer::{key_prefix, DetachedHold, DrainStamp, Membuffer, ScanMarks};
 use crate::memtable::{Memtable, MemtableIterator};
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// See the module documentation.
@@ -66,6 +80,12 @@ pub(crate) struct DrainingIterator {
     hold: Option<DetachedHold>,
     /// Taken just before the memtable cursor last positioned itself (invariant 3).
     stamp: DrainStamp,
+    /// Partitions copied instead of drained, merged with the memtable (invariant 1).
+    copied: Copied,
+    /// The partitions `copied` holds, drained before a backward move (invariant 2).
+    copied_partitions: Vec<usize>,
+    /// Whether the merged entry is `copied`'s (invariant 6).
+    from_copied: bool,
 }
 
 impl DrainingIterator {
@@ -88,14 +108,90 @@ impl DrainingIterator {
             partition: 0,
             next_prefix: 0,
             hold,
+            copied: Copied::default(),
+            copied_partitions: Vec::new(),
+            from_copied: false,
         }
     }
 
+    /// Drains `partition` (waiting for a drain in progress), for a backward move.
     fn drain(&mut self, partition: usize) {
         self.membuffer
             .drain_for_scan(&mut self.marks, partition, self.inner.memtable());
-        if self.marks.all_drained() {
+        self.release_hold_if_done();
+    }
+
+    /// Drains `partition`, or copies it if another thread's drain holds it (forward moves);
+    /// true if it copied, and then both sources must position themselves again
+    /// (invariant 1).
+    fn drain_or_copy(&mut self, partition: usize) -> bool {
+        let copy = self
+            .membuffer
+            .enter_for_scan(&mut self.marks, partition, self.inner.memtable());
+        let copied = copy.is_some();
+        if let Some(copy) = copy {
+            self.copied.add(copy);
+            self.copied_partitions.push(partition);
+        }
+        self.release_hold_if_done();
+        copied
+    }
+
+    /// Invariant 2: the hold ends once nothing is left to drain and nothing is only copied.
+    fn release_hold_if_done(&mut self) {
+        if self.ready_for_reverse() {
             self.release_hold();
+        }
+    }
+
+    /// Whether a backward move may read the memtable alone: every partition drained, none
+    /// only copied (invariant 1).
+    fn ready_for_reverse(&self) -> bool {
+        self.marks.all_drained() && self.copied_partitions.is_empty()
+    }
+
+    /// Before a backward move: drains every partition not drained yet, the copied ones
+    /// included, and drops the copies (invariant 1).
+    fn drain_for_reverse(&mut self) {
+        if self.ready_for_reverse() {
+            return;
+        }
+        for partition in 0..self.marks.partitions() {
+            self.drain(partition);
+        }
+        for partition in std::mem::take(&mut self.copied_partitions) {
+            self.membuffer
+                .drain_again_for_scan(partition, self.inner.memtable());
+        }
+        self.copied.clear();
+        self.from_copied = false;
+        self.release_hold_if_done();
+    }
+
+    /// Sets `from_copied` for the two sources' positions, skipping copied entries the
+    /// memtable cursor also holds (invariant 6).
+    fn pick(&mut self) {
+        self.from_copied = loop {
+            let Some((copied, _)) = self.copied.current() else {
+                break false;
+            };
+            if !self.inner.valid() {
+                break true;
+            }
+            match compare_internal_keys(copied, self.inner.key()) {
+                Ordering::Less => break true,
+                Ordering::Greater => break false,
+                Ordering::Equal => self.copied.advance(),
+            }
+        };
+    }
+
+    /// The merged entry's internal key, if the cursor is valid.
+    fn merged_key(&self) -> Option<&[u8]> {
+        if self.from_copied {
+            self.copied.current().map(|(key, _)| key)
+        } else {
+            self.inner.valid().then(|| self.inner.key())
         }
     }
 
@@ -137,13 +233,6 @@ impl DrainingIterator {
         }
     }
 
-    /// Drains every partition not yet drained (before a backward move).
-    fn drain_everything(&mut self) {
-        for partition in 0..self.marks.partitions() {
-            self.drain(partition);
-        }
-    }
-
     /// After a forward move: while the cursor has left its partition's range, makes the next
     /// partition current, draining it and re-seeking to its start if it was not drained yet
     /// (invariant 1).
@@ -151,7 +240,10 @@ impl DrainingIterator {
     fn settle_forward(&mut self) {
         // Invariant 4: a smaller prefix than the next partition's start is a smaller key, so
         // most moves stop here, on one integer compare.
-        if self.inner.valid() && key_prefix(user_key(self.inner.key())) < self.next_prefix {
+        if self
+            .merged_key()
+            .is_some_and(|key| key_prefix(user_key(key)) < self.next_prefix)
+        {
             return;
         }
         self.cross_partitions();
@@ -166,7 +258,7 @@ impl DrainingIterator {
             let Some(start) = self.membuffer.partition_start(next) else {
                 return;
             };
-            let crossed = !self.inner.valid() || user_key(self.inner.key()) >= start;
+            let crossed = self.merged_key().is_none_or(|key| user_key(key) >= start);
             let past_upper = self.upper.as_deref().is_some_and(|upper| start >= upper);
             if !crossed || past_upper {
                 return;
@@ -174,9 +266,11 @@ impl DrainingIterator {
             let target = internal_key(start, SEQUENCE_MAX, ValueKind::SEEK);
             self.enter(next);
             if !self.marks.is_drained(next) {
-                self.drain(next);
-                if !self.membuffer.quiet_since(self.stamp) {
+                let copied = self.drain_or_copy(next);
+                if copied || !self.membuffer.quiet_since(self.stamp) {
                     self.position(&target);
+                    self.copied.seek(&target);
+                    self.pick();
                 }
             }
         }
@@ -200,42 +294,51 @@ impl Drop for DrainingIterator {
 
 impl InternalIterator for DrainingIterator {
     fn valid(&self) -> bool {
-        self.inner.valid()
+        self.merged_key().is_some()
     }
 
     fn seek_to_first(&mut self) {
-        self.drain(0);
+        self.drain_or_copy(0);
         self.enter(0);
         self.stamp = self.membuffer.drain_stamp();
         self.inner.seek_to_first();
+        self.copied.seek_to_first();
+        self.pick();
         self.settle_forward();
     }
 
     /// The last entry below the upper bound (invariant 5).
     fn seek_to_last(&mut self) {
-        self.drain_everything();
+        self.drain_for_reverse();
         self.enter(self.marks.partitions().saturating_sub(1));
         self.last_below_upper();
     }
 
     fn seek(&mut self, target: &[u8]) {
         let partition = self.membuffer.partition_of(user_key(target));
-        self.drain(partition);
+        self.drain_or_copy(partition);
         self.enter(partition);
         self.position(target);
+        self.copied.seek(target);
+        self.pick();
         self.settle_forward();
     }
 
     fn next(&mut self) {
-        self.inner.next();
+        if self.from_copied {
+            self.copied.advance();
+        } else {
+            self.inner.next();
+        }
+        self.pick();
         self.settle_forward();
     }
 
     fn prev(&mut self) {
-        if !self.marks.all_drained() {
-            self.drain_everything();
-            if self.inner.valid() {
-                let current = self.inner.key().to_vec();
+        if !self.ready_for_reverse() {
+            let current = self.merged_key().map(<[u8]>::to_vec);
+            self.drain_for_reverse();
+            if let Some(current) = current {
                 let past_upper = self
                     .upper
                     .as_deref()
@@ -254,11 +357,17 @@ impl InternalIterator for DrainingIterator {
     }
 
     fn key(&self) -> &[u8] {
-        self.inner.key()
+        match self.copied.current().filter(|_| self.from_copied) {
+            Some((key, _)) => key,
+            None => self.inner.key(),
+        }
     }
 
     fn value(&self) -> &[u8] {
-        self.inner.value()
+        match self.copied.current().filter(|_| self.from_copied) {
+            Some((_, value)) => value,
+            None => self.inner.value(),
+        }
     }
 
     fn status(&self) -> Result<()> {
@@ -292,6 +401,11 @@ mod tests {
     /// (and the model), so until a drain the memtable holds nothing at the partitions'
     /// boundaries and a seek lands past them.
     fn fixture_with(count: u64, keep_sample: bool) -> Fixture {
+        fixture_copying(count, keep_sample, false)
+    }
+
+    /// As `fixture_with`; with `scans_always_copy` every scan copies instead of draining.
+    fn fixture_copying(count: u64, keep_sample: bool, scans_always_copy: bool) -> Fixture {
         let counters = Arc::new(MembufferCounters::default());
         let memtable = Arc::new(Memtable::with_capacity(1 << 24));
         let membuffer = Arc::new(Membuffer::new(MembufferConfig {
@@ -302,6 +416,7 @@ mod tests {
             drainers: 0,
             counters: Arc::clone(&counters),
             gate: None,
+            scans_always_copy,
         }));
         let mut model = BTreeMap::new();
         for (sequence, index) in (1..).zip((0..count).map(|i| (i * 1597) % count)) {
@@ -496,5 +611,88 @@ mod tests {
             2,
             "partitions 0 and 1 only"
         );
+    }
+
+    /// A scan that copies its partitions (the fallback) reads every key once, in order, from
+    /// a seek or from the first key, drains nothing, and keeps the gate's rule for later:
+    /// a backward move drains the copied partitions and sees every earlier key.
+    #[test]
+    fn a_copying_scan_reads_every_key_and_a_backward_move_drains_the_copies() {
+        for keep_sample in [true, false] {
+            let fixture = fixture_copying(4000, keep_sample, true);
+            let mut cursor = cursor(&fixture, None);
+            cursor.seek_to_first();
+            assert_eq!(rest(&mut cursor), from(&fixture.model, 0));
+            cursor.seek(&seek_key(2000));
+            assert_eq!(rest(&mut cursor), from(&fixture.model, 2000 * 16));
+            assert_eq!(fixture.counters.scan_drains.get(), 0, "copies only");
+            assert_eq!(
+                fixture.counters.scan_fallbacks.get(),
+                4,
+                "each partition once"
+            );
+            assert!(fixture.membuffer.undrained() > 0);
+
+            cursor.seek(&seek_key(2500));
+            let mut seen = Vec::new();
+            while cursor.valid() {
+                seen.push(user_key(cursor.key()).to_vec());
+                cursor.prev();
+            }
+            seen.reverse();
+            let wanted: Vec<Vec<u8>> = fixture
+                .model
+                .range(..=(2500u64 * 16).to_be_bytes().to_vec())
+                .map(|(key, _)| key.clone())
+                .collect();
+            assert_eq!(seen, wanted, "keep_sample {keep_sample}");
+            assert_eq!(fixture.membuffer.undrained(), 0, "the copies were drained");
+        }
+    }
+
+    /// Values come from the copy too, and a version both the copy and the memtable hold
+    /// (an in-place update moved it after the copy) is read once.
+    #[test]
+    fn a_copied_version_also_in_the_memtable_is_read_once() {
+        let fixture = fixture_copying(400, true, true);
+        let mut cursor = cursor(&fixture, None);
+        cursor.seek_to_first();
+        // Every copied version, put in the memtable as well: the merge must not repeat it.
+        let mut copies = Vec::new();
+        while cursor.valid() {
+            copies.push((cursor.key().to_vec(), cursor.value().to_vec()));
+            cursor.next();
+        }
+        let mut moved = 0;
+        for (key, value) in &copies {
+            let parsed = crate::key::parse_internal_key(key).expect("an internal key");
+            let in_memtable = fixture
+                .memtable
+                .get_entry(parsed.user_key, parsed.sequence)
+                .is_some_and(|entry| entry.0 == parsed.sequence);
+            if !in_memtable {
+                fixture
+                    .memtable
+                    .insert(parsed.user_key, parsed.sequence, parsed.kind, value);
+                moved += 1;
+            }
+        }
+        assert!(
+            moved > 0,
+            "the Membuffer held versions the memtable did not"
+        );
+        cursor.seek_to_first();
+        let mut again = Vec::new();
+        while cursor.valid() {
+            again.push((cursor.key().to_vec(), cursor.value().to_vec()));
+            cursor.next();
+        }
+        assert_eq!(again, copies);
+        let values: Vec<Vec<u8>> = copies
+            .iter()
+            .map(|(key, _)| fixture.model[user_key(key)].clone())
+            .collect();
+        let read: Vec<Vec<u8>> = copies.into_iter().map(|(_, value)| value).collect();
+        assert_eq!(read, values);
     }
 }

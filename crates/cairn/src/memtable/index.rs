@@ -104,7 +104,7 @@ impl KeyIndex {
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         if let Some(slot) = self.slot(hash, 0) {
-            super::node::prefetch(slot.as_ptr());
+            crate::sync::prefetch(slot.as_ptr());
         }
     }
 

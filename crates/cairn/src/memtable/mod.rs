@@ -58,7 +58,6 @@ mod tests;
 pub use insert::InsertHint;
 pub use iter::MemtableIterator;
 pub(crate) use multi::BatchEntry;
-pub(crate) use node::prefetch;
 pub use sorted::SortedNodes;
 
 use crate::key::{SequenceNumber, ValueKind};

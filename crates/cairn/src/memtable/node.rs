@@ -179,22 +179,6 @@ fn random_word() -> u64 {
     })
 }
 
-/// Hints the processor to fetch the cache line holding `address` (a no-op on a null pointer
-/// and on architectures without a stable prefetch instruction).
-// Always inlined: a prefetch behind a call would arrive too late to hide the miss.
-#[allow(clippy::inline_always)]
-#[inline(always)]
-pub(crate) fn prefetch<T>(address: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults, even on an invalid address, and
-    // changes no program state.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
-}
-
 /// A random height: level `h` with probability (1/4)^(h-1) · 3/4, from one random word.
 pub(super) fn random_height() -> usize {
     let height = 1 + (random_word().trailing_zeros() as usize) / 2;

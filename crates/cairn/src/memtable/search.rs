@@ -14,9 +14,10 @@
 //!    returned it, so the insert that uses a searched-for node publishes it.
 
 use super::index::{self, Lookup};
-use super::node::{prefetch, Node};
+use super::node::Node;
 use super::{Entry, InsertHint, Memtable, MAX_HEIGHT};
 use crate::key::{parse_internal_key, SequenceNumber, ValueKind};
+use crate::sync::prefetch;
 use std::cmp::Ordering;
 use std::ptr;
 use std::sync::atomic::Ordering as AtomicOrdering;

@@ -12,10 +12,11 @@
 //! 2. `SortedNodes::nodes` is in internal-key order: segments in order, key nodes in order
 //!    within a segment, each chain newest first.
 
-use super::node::{prefetch, Node};
+use super::node::Node;
 use super::Memtable;
 use crate::error::Result;
 use crate::iter::InternalIterator;
+use crate::sync::prefetch;
 use std::cmp::Ordering;
 use std::ptr;
 use std::sync::atomic::Ordering as AtomicOrdering;

@@ -187,12 +187,12 @@ impl BloomFilter {
     }
 
     /// Starts loading the one 64-byte block a probe for `hash` reads (a hint: see
-    /// [`crate::sync::prefetch_read`]).
+    /// [`crate::sync::prefetch`]).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         let base = block_index(hash, self.block_count) * FILTER_BLOCK_BYTES;
         if let Some(byte) = self.bits.get(base) {
-            crate::sync::prefetch_read(byte);
+            crate::sync::prefetch(byte);
         }
     }
 
