@@ -569,11 +569,14 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_backward_move_drains_the_rest_and_sees_every_earlier_key() {
-        let fixture = fixture(4000);
-        let mut cursor = cursor(&fixture, None);
-        cursor.seek(&seek_key(2500));
+    /// Seeks `cursor` to key `index`, then reads backward to the start: the keys seen (in
+    /// key order) and the model's keys up to `index`.
+    fn backward_from(
+        fixture: &Fixture,
+        cursor: &mut DrainingIterator,
+        index: u64,
+    ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        cursor.seek(&seek_key(index));
         let mut seen = Vec::new();
         while cursor.valid() {
             seen.push(user_key(cursor.key()).to_vec());
@@ -582,9 +585,17 @@ mod tests {
         seen.reverse();
         let wanted: Vec<Vec<u8>> = fixture
             .model
-            .range(..=(2500u64 * 16).to_be_bytes().to_vec())
+            .range(..=(index * 16).to_be_bytes().to_vec())
             .map(|(key, _)| key.clone())
             .collect();
+        (seen, wanted)
+    }
+
+    #[test]
+    fn a_backward_move_drains_the_rest_and_sees_every_earlier_key() {
+        let fixture = fixture(4000);
+        let mut cursor = cursor(&fixture, None);
+        let (seen, wanted) = backward_from(&fixture, &mut cursor, 2500);
         assert_eq!(seen, wanted);
         assert_eq!(fixture.membuffer.undrained(), 0);
     }
@@ -633,18 +644,7 @@ mod tests {
             );
             assert!(fixture.membuffer.undrained() > 0);
 
-            cursor.seek(&seek_key(2500));
-            let mut seen = Vec::new();
-            while cursor.valid() {
-                seen.push(user_key(cursor.key()).to_vec());
-                cursor.prev();
-            }
-            seen.reverse();
-            let wanted: Vec<Vec<u8>> = fixture
-                .model
-                .range(..=(2500u64 * 16).to_be_bytes().to_vec())
-                .map(|(key, _)| key.clone())
-                .collect();
+            let (seen, wanted) = backward_from(&fixture, &mut cursor, 2500);
             assert_eq!(seen, wanted, "keep_sample {keep_sample}");
             assert_eq!(fixture.membuffer.undrained(), 0, "the copies were drained");
         }
