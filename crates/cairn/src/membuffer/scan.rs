@@ -34,8 +34,9 @@
 //!    memtable before the copy read it (`table` invariant 1), and none at or below the read
 //!    point was dropped while the caller held the overwrite gate, which it keeps until it no
 //!    longer needs the copy. The memtable cursor must position itself after the copy (a
-//!    version moved there earlier may lie behind its old position). A partition holding more
-//!    than `COPY_BYTES_MAX` of records is waited for instead, so no scan holds a larger copy.
+//!    version moved there earlier may lie behind its old position). A partition whose tables
+//!    hold more than `COPY_BYTES_MAX` of records and slots is waited for instead, so no scan
+//!    reads or holds a larger copy.
 //!
 //! Why the copy: a scan that waits on the drain lock waits for the holder, and on an
 //! oversubscribed machine the holder may have lost its core for a scheduler slice (measured
@@ -44,7 +45,6 @@
 //! the partition's tables, bounded by their size, and never waits for a thread that is not
 //! running (beyond a short spin and a rewrite in progress).
 
-use super::table::Table;
 use super::Membuffer;
 use crate::key::compare_internal_keys;
 use crate::memtable::Memtable;
@@ -54,9 +54,9 @@ use std::sync::atomic::Ordering;
 /// holder is usually a few microseconds from done, unless the scheduler took its core.
 const TRY_LOCK_ROUNDS: u32 = 32;
 
-/// The largest partition (bytes of records in its tables) a scan copies; a larger one it waits
-/// for, so a scan never holds a copy of more than this per partition (with the default 64 MiB
-/// write buffer a whole partition's table is 1 MiB).
+/// The largest partition (bytes of records and slot arrays in its tables) a scan copies; a
+/// larger one it waits for, so a scan never reads or holds more than this per copy (with the
+/// default 64 MiB write buffer a whole partition's table is about 1.1 MiB).
 const COPY_BYTES_MAX: usize = 4 << 20;
 
 /// The drains started so far, and whether all of them had finished, loaded in that order
@@ -242,13 +242,14 @@ impl Membuffer {
         Some(self.copy_partition(state))
     }
 
-    /// Bytes of records a copy of the partition would read (its tables' arenas).
+    /// Bytes a copy of the partition would read: its tables' records and slot arrays (a
+    /// copy walks every slot, and a fresh table of a large write buffer has many empty ones).
     fn copy_bytes(&self, state: &super::Partition) -> usize {
         let _pin = self.epoch.pin();
         [&state.current, &state.draining]
             .into_iter()
             .filter_map(|pointer| Self::table(pointer))
-            .map(Table::arena_bytes)
+            .map(|table| table.arena_bytes().saturating_add(table.slot_bytes()))
             .sum()
     }
 
