@@ -216,7 +216,7 @@ impl Default for Options {
             table_read_mode: TableReadMode::default(),
             lookup_threads: 0,
             compaction_filter: None,
-            membuffer_enabled: false,
+            membuffer_enabled: true,
             membuffer_percent: 25,
             membuffer_partitions: 16,
             // Measured on 2 vCPUs: a drainer thread takes a core from the readers beside an
