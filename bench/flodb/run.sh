@@ -13,6 +13,7 @@
 #   BUDGETS      budgets in MiB to run instead of the figure's grid (e.g. "4096 1024")
 #   FIG17_NUM    keys of the Fig. 17 fill (default 20000000)
 #   PEERS        engines beside cairn's in fig15/fig16/scan (default rocksdb; "" for none)
+#   RWW_WRITER_OPS  noregress's readwhilewriting writer pace in puts/s (default 100000; 0: unpaced)
 #
 # Every run writes OUT_DIR/<figure>/<budget>/results.json (+ the run's stdout in run.log);
 # `python3 bench/flodb/plot.py OUT_DIR` then draws one throughput-vs-budget plot per figure
@@ -79,9 +80,13 @@ scan() {
 }
 
 # No regression: fillrandom, readrandom, readwhilewriting at 1 and 2 threads, on vs off.
+# readwhilewriting's writer is paced (RWW_WRITER_OPS puts/s, default 100000; 0 = unpaced):
+# unpaced, the Membuffer's faster writer takes more of the two cores from the readers it is
+# compared by (bench/README.md).
 noregress() {
   run noregress 64MiB --engines cairn-membuffer,cairn-nomembuffer \
-    --benchmarks fillrandom,readrandom,readwhilewriting --num 2000000 --threads 1,2
+    --benchmarks fillrandom,readrandom,readwhilewriting --num 2000000 --threads 1,2 \
+    --writer_ops_per_sec "${RWW_WRITER_OPS:-100000}"
 }
 
 case "$FIGURE" in

@@ -130,14 +130,17 @@ pub struct Options {
     /// write whose partition is full (and being drained) goes to the memtable directly; a
     /// key already in the Membuffer is updated in place (its old version moves to the
     /// memtable, or is dropped when no snapshot or scan can read it: latest-state reads
-    /// check for that and re-read). Off: a single-level memtable. Default: off. At 1 and 2
-    /// threads, fills and overwrites measured 1.2–1.8× faster with it, and the skewed
-    /// read/update mix of `FloDB`'s Fig. 16 up to 1.5× faster once its hot keys fit. Point
-    /// reads (1.13–1.17×), YCSB E (1.06×), readers beside a paced writer (0.92–1.10× over
-    /// two runs) and a write-heavy mix with short scans (`flodb_scan_write`, 0.95–1.01×)
-    /// measure level or better. But at 16 and 64 threads on 2 cores YCSB E ran at
-    /// 0.59–0.98×, with a p99 of several milliseconds: a scan waits for a partition's drain,
-    /// whose thread may be descheduled (`bench/results/2026-11-27-s12-flodb`).
+    /// check for that and re-read). Off: a single-level memtable. Default: on.
+    ///
+    /// Measured on 2 vCPUs against off, paired medians at 1 / 2 threads
+    /// (`bench/results/2026-11-28-s15-flodb`): fills 1.64 / 1.52×, point reads 1.15 / 1.19×,
+    /// YCSB E 1.06 / 1.19×, readers beside a writer paced to 100 k puts/s 0.98 / 1.08×;
+    /// `FloDB`'s write-burst, skewed-update (64 MiB buffers and up) and memory-only figures
+    /// 1.25–4.75× (`bench/results/2026-11-27-s14-flodb`). Slower: a write-heavy mix with
+    /// short scans (`flodb_scan_write`, 0.97 / 0.94×: each scan first moves its partition's
+    /// few versions into the memtable), readers beside an unpaced writer (0.84 / 0.88×,
+    /// while that writer puts 1.47× as many keys) and the skewed mix with a 16 MiB write
+    /// buffer (0.82×). A workload of frequent short scans between writes may prefer it off.
     pub membuffer_enabled: bool,
     /// Percent of `write_buffer_size_bytes` the Membuffer may hold at most; the write
     /// buffer counts what it really holds, so the memtable gets the rest. Default: 25

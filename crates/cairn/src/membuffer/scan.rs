@@ -213,29 +213,25 @@ impl Membuffer {
         let mut round = 0;
         let mut try_lock = !self.config.scans_always_copy;
         while try_lock {
-            match state.drain_lock.try_lock() {
-                Ok(guard) => {
-                    self.drain_or_piggyback(state, seen, layout.partitions.len(), memtable);
-                    drop(guard);
-                    return None;
-                }
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => {
-                    let guard = poisoned.into_inner();
-                    self.drain_or_piggyback(state, seen, layout.partitions.len(), memtable);
-                    drop(guard);
-                    return None;
-                }
-                Err(std::sync::TryLockError::WouldBlock) if round < TRY_LOCK_ROUNDS => {
-                    crate::sync::spin_wait(&mut round);
-                }
-                Err(std::sync::TryLockError::WouldBlock)
-                    if self.copy_bytes(state) > COPY_BYTES_MAX =>
-                {
-                    // Too large to copy per scan (memory and time): wait for the drain.
-                    self.drain_again_for_scan(partition, memtable);
-                    return None;
-                }
-                Err(std::sync::TryLockError::WouldBlock) => try_lock = false,
+            let guard = match state.drain_lock.try_lock() {
+                Ok(guard) => Some(guard),
+                // Poisoned or not, as every other taker of a drain lock does.
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if let Some(guard) = guard {
+                self.drain_or_piggyback(state, seen, layout.partitions.len(), memtable);
+                drop(guard);
+                return None;
+            }
+            if round < TRY_LOCK_ROUNDS {
+                crate::sync::spin_wait(&mut round);
+            } else if self.copy_bytes(state) > COPY_BYTES_MAX {
+                // Too large to copy per scan (memory and time): wait for the drain.
+                self.drain_again_for_scan(partition, memtable);
+                return None;
+            } else {
+                try_lock = false;
             }
         }
         self.config.counters.scan_fallbacks.add(1);
