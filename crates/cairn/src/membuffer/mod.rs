@@ -31,7 +31,7 @@
 //!
 //! Drain (one thread per partition at a time, holding its drain lock): publish the current
 //! table as `draining`, install a fresh current table (sized by `sizing` from how full the
-//! old one got: the partition's share of the budget while writers fill it, down to 64 KiB
+//! old one got: the partition's share of the budget while writers fill it, down to 16 KiB
 //! while scans drain it nearly empty; its slot array for the old one's mean record), seal
 //! the old one and wait for the writers inside to leave, gather and sort its versions (`order`),
 //! insert them into the memtable (multi-insert or, for the benchmark variant, one by one),

@@ -29,9 +29,16 @@
 //!    A table whose records are smaller than expected fills by keys: it drains at half its
 //!    keys like any other, and the next one expects the smaller size.
 
-/// The smallest table: room for values up to a quarter of it (a larger version goes to the
-/// memtable directly) and a slot array of a few kilobytes.
-const TABLE_BYTES_MIN: usize = 64 << 10;
+/// The smallest table, the one a scan-heavy partition's tables shrink to: a scan drains the
+/// few versions written since the previous scan (about twenty in `flodb_scan_write`), and a
+/// drain's fixed cost — zeroing the next table's slots, walking the drained one's — follows
+/// the table's size. Measured there (1 thread, 6 interleaved pairs,
+/// `bench/results/2026-11-28-s15-flodb`): 16 KiB ran 1.02–1.06× as fast as 64 KiB in every
+/// pair (level at 2 threads); 4 KiB ran 0.94–1.00× of 16 KiB in 5 pairs (likely because
+/// its ~25 keys are about what a partition takes between two scans). A record larger than
+/// a small table goes to the memtable directly, and the table's next one grows
+/// (invariant 2).
+const TABLE_BYTES_MIN: usize = 16 << 10;
 
 /// The smallest record size a slot array is sized for (a record's header and one word
 /// each of key and value are 48 bytes), and the expectation before any drain measured one.
