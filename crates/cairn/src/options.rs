@@ -133,14 +133,13 @@ pub struct Options {
     /// check for that and re-read). Off: a single-level memtable. Default: on.
     ///
     /// Measured on 2 vCPUs against off, paired medians at 1 / 2 threads
-    /// (`bench/results/2026-11-28-s15-flodb`): fills 1.64 / 1.52×, point reads 1.15 / 1.19×,
-    /// YCSB E 1.06 / 1.19×, readers beside a writer paced to 100 k puts/s 0.98 / 1.08×;
-    /// `FloDB`'s write-burst, skewed-update (64 MiB buffers and up) and memory-only figures
-    /// 1.25–4.75× (`bench/results/2026-11-27-s14-flodb`). Slower: a write-heavy mix with
-    /// short scans (`flodb_scan_write`, 0.97 / 0.94×: each scan first moves its partition's
-    /// few versions into the memtable), readers beside an unpaced writer (0.84 / 0.88×,
-    /// while that writer puts 1.47× as many keys) and the skewed mix with a 16 MiB write
-    /// buffer (0.82×). A workload of frequent short scans between writes may prefer it off.
+    /// (`bench/results/2026-11-28-s15-flodb`, the final binary's run): fills 1.81 / 1.52×,
+    /// point reads 1.18 / 1.21×, readers beside a writer paced to 100 k puts/s 0.98 / 1.07×,
+    /// YCSB E 1.04 / 1.01×, a write-heavy mix with short scans (`flodb_scan_write`) 1.00 /
+    /// 0.98×; `FloDB`'s write-burst, skewed-update (64 MiB buffers and up) and memory-only
+    /// figures 1.25–4.75× (`bench/results/2026-11-27-s14-flodb`). Slower: readers beside an
+    /// unpaced writer (0.84 / 0.88×, while that writer puts 1.47× as many keys) and the
+    /// skewed mix with a 16 MiB write buffer (0.82×).
     pub membuffer_enabled: bool,
     /// Percent of `write_buffer_size_bytes` the Membuffer may hold at most; the write
     /// buffer counts what it really holds, so the memtable gets the rest. Default: 25

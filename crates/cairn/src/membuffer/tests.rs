@@ -233,10 +233,10 @@ fn tables_shrink_under_scan_drains_and_grow_back_under_writes() {
     let floor = super::sizing::table_bytes_min(share);
     assert!(floor < share);
     assert_eq!(table_bytes(&membuffer), vec![floor; 4]);
-    // 40 KiB records: over a quarter of a shrunk table, under a quarter of the share.
-    let big = vec![7u8; 40 << 10];
+    // 10 KiB records: over a quarter of a shrunk table (16 KiB), under a quarter of the share.
+    let big = vec![7u8; 10 << 10];
     for index in 2_000..2_006 {
-        assert!(put(index, &big), "a 40 KiB value went around the Membuffer");
+        assert!(put(index, &big), "a 10 KiB value went around the Membuffer");
     }
     // Writers fill the small tables; each full drain doubles the next one.
     for index in 100_000..400_000 {
