@@ -36,8 +36,8 @@
 /// `bench/results/2026-11-28-s15-flodb`): 16 KiB ran 1.02–1.06× as fast as 64 KiB in every
 /// pair (level at 2 threads); 4 KiB ran 0.94–1.00× of 16 KiB in 5 pairs (likely because
 /// its ~25 keys are about what a partition takes between two scans). A record larger than
-/// a small table goes to the memtable directly, and the table's next one grows
-/// (invariant 2).
+/// a small table makes its writer drain the partition, whose next table doubles
+/// (invariant 2); the record goes there if it fits, else to the memtable.
 const TABLE_BYTES_MIN: usize = 16 << 10;
 
 /// The smallest record size a slot array is sized for (a record's header and one word

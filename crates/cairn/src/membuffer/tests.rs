@@ -233,6 +233,15 @@ fn tables_shrink_under_scan_drains_and_grow_back_under_writes() {
     let floor = super::sizing::table_bytes_min(share);
     assert!(floor < share);
     assert_eq!(table_bytes(&membuffer), vec![floor; 4]);
+    // A 40 KiB record in a 16 KiB table: its writer drains the partition; the next table
+    // (32 KiB) is still too small, so the record goes to the memtable; the next put of it
+    // drains again into a 64 KiB table and goes in.
+    let huge = vec![9u8; 40 << 10];
+    assert!(!put(3_000, &huge), "a 40 KiB value fit a 32 KiB table");
+    assert!(
+        put(3_000, &huge),
+        "the partition's tables did not grow for a 40 KiB value"
+    );
     // 10 KiB records: over a quarter of a shrunk table (16 KiB), under a quarter of the share.
     let big = vec![7u8; 10 << 10];
     for index in 2_000..2_006 {
@@ -248,6 +257,8 @@ fn tables_shrink_under_scan_drains_and_grow_back_under_writes() {
         let (_, value) = read(&membuffer, &memtable, &key(index), u64::MAX >> 8).unwrap();
         assert_eq!(value, big, "key {index}");
     }
+    let (_, value) = read(&membuffer, &memtable, &key(3_000), u64::MAX >> 8).unwrap();
+    assert_eq!(value, huge);
     for index in (0..64)
         .chain(1_000..1_256)
         .chain((100_000..400_000).step_by(997))
