@@ -470,11 +470,7 @@ mod tests {
             1,
             "only the seek's partition"
         );
-        let mut seen = Vec::new();
-        while cursor.valid() {
-            seen.push(user_key(cursor.key()).to_vec());
-            cursor.next();
-        }
+        let seen = rest(&mut cursor);
         let wanted: Vec<Vec<u8>> = fixture
             .model
             .range((2000u64 * 16).to_be_bytes().to_vec()..)
@@ -496,6 +492,17 @@ mod tests {
             cursor.next();
         }
         seen
+    }
+
+    /// Reads `cursor` from its first entry to the end, as (internal key, value) pairs.
+    fn all_entries(cursor: &mut DrainingIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+        cursor.seek_to_first();
+        let mut entries = Vec::new();
+        while cursor.valid() {
+            entries.push((cursor.key().to_vec(), cursor.value().to_vec()));
+            cursor.next();
+        }
+        entries
     }
 
     /// The first key of `partition`, as the number the fixture's keys encode.
@@ -656,13 +663,8 @@ mod tests {
     fn a_copied_version_also_in_the_memtable_is_read_once() {
         let fixture = fixture_copying(400, true, true);
         let mut cursor = cursor(&fixture, None);
-        cursor.seek_to_first();
         // Every copied version, put in the memtable as well: the merge must not repeat it.
-        let mut copies = Vec::new();
-        while cursor.valid() {
-            copies.push((cursor.key().to_vec(), cursor.value().to_vec()));
-            cursor.next();
-        }
+        let copies = all_entries(&mut cursor);
         let mut moved = 0;
         for (key, value) in &copies {
             let parsed = crate::key::parse_internal_key(key).expect("an internal key");
@@ -681,13 +683,7 @@ mod tests {
             moved > 0,
             "the Membuffer held versions the memtable did not"
         );
-        cursor.seek_to_first();
-        let mut again = Vec::new();
-        while cursor.valid() {
-            again.push((cursor.key().to_vec(), cursor.value().to_vec()));
-            cursor.next();
-        }
-        assert_eq!(again, copies);
+        assert_eq!(all_entries(&mut cursor), copies);
         let values: Vec<Vec<u8>> = copies
             .iter()
             .map(|(key, _)| fixture.model[user_key(key)].clone())
