@@ -102,8 +102,13 @@ impl DbInner {
             first >= 1 && last >= first,
             "invariant 1: an empty or wrapped range"
         );
-        self.finish_write(&reservation, options, last, record_length)?;
-        let (puts, deletes) = inserted.map_err(Error::Internal)?;
+        let finished = self.finish_write(&reservation, options, last, record_length);
+        let inserted = inserted.map_err(Error::Internal)?;
+        let (puts, deletes) = (inserted.puts, inserted.deletes);
+        // A full Membuffer partition this write found is moved into the memtable here, once
+        // the write is published: the writers behind it in sequence order need not wait.
+        drop(inserted);
+        finished?;
         debug_assert_eq!(puts + deletes, count);
         Counters::add(&self.counters.puts, puts);
         Counters::add(&self.counters.deletes, deletes);
