@@ -102,8 +102,16 @@ impl DbInner {
             first >= 1 && last >= first,
             "invariant 1: an empty or wrapped range"
         );
-        self.finish_write(&reservation, options, last, record_length)?;
-        let (puts, deletes) = inserted.map_err(Error::Internal)?;
+        let finished = self.finish_write(&reservation, options, last, record_length);
+        // Tests look here: the write published, its Membuffer drains still to run.
+        self.race_point("write: published");
+        // A full Membuffer partition this write found is moved into the memtable here, as
+        // `inserted` is consumed (its drains run when it drops): after the write is
+        // published, so the writers behind it in sequence order need not wait, and whether
+        // or not the WAL failed.
+        let counts = inserted.map(|inserted| (inserted.puts, inserted.deletes));
+        finished?;
+        let (puts, deletes) = counts.map_err(Error::Internal)?;
         debug_assert_eq!(puts + deletes, count);
         Counters::add(&self.counters.puts, puts);
         Counters::add(&self.counters.deletes, deletes);

@@ -266,9 +266,14 @@ impl Table {
         self.words.writers.fetch_sub(1, Ordering::Release);
     }
 
+    /// Seals the table: from now on `enter` fails (invariant 2). Idempotent.
+    pub(super) fn seal(&self) {
+        self.words.writers.fetch_or(SEALED, Ordering::SeqCst);
+    }
+
     /// Seals the table and waits until no writer is inside (invariant 2).
     pub(super) fn seal_and_wait(&self) {
-        self.words.writers.fetch_or(SEALED, Ordering::SeqCst);
+        self.seal();
         let mut round = 0;
         while self.words.writers.load(Ordering::Acquire) != SEALED {
             crate::sync::spin_wait(&mut round);

@@ -2,7 +2,7 @@
 //! draining, memtable) while writers, drains and readers run at once.
 
 use super::{Membuffer, MembufferConfig};
-use crate::key::ValueKind;
+use crate::key::{ValueKind, SEQUENCE_MAX};
 use crate::memtable::Memtable;
 use crate::stats::MembufferCounters;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -393,4 +393,90 @@ fn drained_versions_are_counted_once_while_their_table_waits_to_be_freed() {
         "every version is in the memtable"
     );
     drop(pin);
+}
+
+/// A writer that finds its partition full swaps in a fresh table and its version goes there
+/// at once; the full table's move into the memtable waits until the writer drops the token
+/// (the write path drops it after publishing the write, so later writers never wait for a
+/// whole drain). Meanwhile every version stays readable (from the draining table), the
+/// partition takes more writes without anyone draining it, and its drain lock stays taken, so
+/// nobody else drains it; dropping the token moves everything.
+#[test]
+fn a_deferred_drain_keeps_the_partition_writable_and_moves_everything_when_dropped() {
+    let memtable = Memtable::with_capacity(1 << 22);
+    let membuffer = Membuffer::new(config(16 << 10, true, 0));
+    let counters = Arc::clone(&membuffer.config.counters);
+    let mut written = Vec::new();
+    let mut held = None;
+    for sequence in 1..20_000u64 {
+        let key = (sequence * 2_654_435_761 % 1_000_003).to_be_bytes();
+        let mut deferred = None;
+        let taken = membuffer.insert_deferring(
+            &memtable,
+            &key,
+            sequence,
+            ValueKind::Put,
+            &sequence.to_le_bytes(),
+            &mut deferred,
+        );
+        if !taken {
+            memtable.insert(&key, sequence, ValueKind::Put, &sequence.to_le_bytes());
+        }
+        written.push((key, sequence));
+        if let Some(deferred) = deferred {
+            assert!(
+                taken,
+                "a fresh table takes the version of the writer that swapped"
+            );
+            held = Some(deferred);
+            break;
+        }
+    }
+    let Some(deferred) = held else {
+        panic!("no partition filled");
+    };
+    assert_eq!(counters.drains.get(), 0, "the move waits for the token");
+    let Some(&(key, sequence)) = written.last() else {
+        panic!("nothing written");
+    };
+    let layout = membuffer.layout.get().unwrap();
+    let partition = &layout.partitions[layout.boundaries.partition_of(&key)];
+    assert!(
+        partition.drain_lock.try_lock().is_err(),
+        "the drain lock stays taken"
+    );
+    assert!(!partition.draining.load(Ordering::SeqCst).is_null());
+    for &(key, sequence) in &written {
+        let found = read(&membuffer, &memtable, &key, SEQUENCE_MAX);
+        assert_eq!(found, Some((sequence, sequence.to_le_bytes().to_vec())));
+    }
+    // The partition takes another write while its drain is pending, without draining.
+    let next = sequence + 1;
+    let mut again = None;
+    let taken =
+        membuffer.insert_deferring(&memtable, &key, next, ValueKind::Put, b"newer", &mut again);
+    assert!(taken && again.is_none());
+    assert_eq!(counters.drains.get(), 0);
+    drop(deferred);
+    assert_eq!(
+        (counters.drains.get(), counters.writer_drains.get()),
+        (1, 1)
+    );
+    assert!(partition.draining.load(Ordering::SeqCst).is_null());
+    assert!(
+        partition.drain_lock.try_lock().is_ok(),
+        "released with the token"
+    );
+    for &(key, sequence) in &written[..written.len() - 1] {
+        let found = read(&membuffer, &memtable, &key, SEQUENCE_MAX);
+        assert_eq!(found, Some((sequence, sequence.to_le_bytes().to_vec())));
+    }
+    assert_eq!(
+        read(&membuffer, &memtable, &key, SEQUENCE_MAX),
+        Some((next, b"newer".to_vec()))
+    );
+    assert_eq!(
+        read(&membuffer, &memtable, &key, sequence),
+        Some((sequence, sequence.to_le_bytes().to_vec()))
+    );
 }

@@ -29,7 +29,7 @@ use super::scan::DrainingIterator;
 use crate::batch::WriteBatch;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, SEQUENCE_MAX};
-use crate::membuffer::{DetachedHold, Membuffer, MembufferConfig};
+use crate::membuffer::{DeferredDrain, DetachedHold, Membuffer, MembufferConfig};
 use crate::memtable::{InsertHint, Memtable, SortedNodes};
 use crate::sstable::{BloomFilter, BloomFilterBuilder};
 use crate::wal_writer::Log;
@@ -46,6 +46,17 @@ pub type MemoryEntry<'a> = (SequenceNumber, ValueKind, Cow<'a, [u8]>);
 /// buffer or for another key is ignored by the insert, never trusted.
 #[derive(Debug)]
 pub struct WriteHint<'a>(InsertHint<'a>);
+
+/// What `WriteBuffer::insert_batch` did: its puts and deletes, and the Membuffer drains it
+/// left to run (each when dropped: the write path drops this after publishing the write).
+#[derive(Debug)]
+pub struct Inserted<'a> {
+    /// Puts inserted.
+    pub puts: u64,
+    /// Deletes inserted.
+    pub deletes: u64,
+    drains: Vec<DeferredDrain<'a>>,
+}
 
 /// A memtable with the WAL that logs it and the bookkeeping of the writers inside it.
 pub struct WriteBuffer {
@@ -230,28 +241,43 @@ impl WriteBuffer {
     }
 
     /// Inserts the entries of `batch` at sequences `first..`; returns the numbers of puts and
-    /// deletes. On a malformed entry it stops and reports it (unreachable after
-    /// `WriteBatch::validate`).
+    /// deletes, and the drains a full Membuffer partition left to run once the write is
+    /// published (`Membuffer::insert_deferring`; they run when the result drops). On a
+    /// malformed entry it stops and reports it (unreachable after `WriteBatch::validate`).
     pub fn insert_batch(
         &self,
         batch: &WriteBatch,
         first: SequenceNumber,
-    ) -> std::result::Result<(u64, u64), String> {
-        let (mut puts, mut deletes) = (0, 0);
+    ) -> std::result::Result<Inserted<'_>, String> {
+        let mut inserted = Inserted {
+            puts: 0,
+            deletes: 0,
+            drains: Vec::new(),
+        };
         for (sequence, entry) in (first..).zip(batch.iter()) {
             let (kind, key, value) = entry?;
             let taken = self.membuffer.as_ref().is_some_and(|membuffer| {
-                membuffer.insert(&self.memtable, key, sequence, kind, value)
+                let mut deferred = None;
+                let taken = membuffer.insert_deferring(
+                    &self.memtable,
+                    key,
+                    sequence,
+                    kind,
+                    value,
+                    &mut deferred,
+                );
+                inserted.drains.extend(deferred);
+                taken
             });
             if !taken {
                 self.memtable.insert(key, sequence, kind, value);
             }
             match kind {
-                ValueKind::Put | ValueKind::PutWithExpiry => puts += 1,
-                ValueKind::Delete => deletes += 1,
+                ValueKind::Put | ValueKind::PutWithExpiry => inserted.puts += 1,
+                ValueKind::Delete => inserted.deletes += 1,
             }
         }
-        Ok((puts, deletes))
+        Ok(inserted)
     }
 
     /// Inserts one version where `hint` says (see [`WriteHint`]).

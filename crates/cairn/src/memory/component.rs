@@ -17,7 +17,7 @@ use crate::batch::WriteBatch;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, SEQUENCE_MAX};
 use crate::membuffer::DetachedHold;
-use crate::memory::buffer::{MemoryEntry, WriteBuffer, WriteHint};
+use crate::memory::buffer::{Inserted, MemoryEntry, WriteBuffer, WriteHint};
 use std::sync::Arc;
 
 /// The active write buffer and the sealed ones (see the module documentation).
@@ -52,13 +52,14 @@ impl MemComponent {
     }
 
     /// Inserts `batch` at sequences `first..` into the active buffer; returns the numbers of
-    /// puts and deletes. Precondition: `first..first + batch.len()` was reserved in the
-    /// active buffer's log.
+    /// puts and deletes and the drains left to run once the write is published
+    /// (`WriteBuffer::insert_batch`). Precondition: `first..first + batch.len()` was reserved
+    /// in the active buffer's log.
     pub fn insert(
         &self,
         batch: &WriteBatch,
         first: SequenceNumber,
-    ) -> std::result::Result<(u64, u64), String> {
+    ) -> std::result::Result<Inserted<'_>, String> {
         debug_assert!(first >= self.active.log().first_sequence());
         self.active.insert_batch(batch, first)
     }

@@ -45,6 +45,7 @@ impl Memtable {
         kind: ValueKind,
         value: &[u8],
     ) {
+        self.check_not_gathered();
         debug_assert!(user_key.len() <= crate::key::KEY_BYTES_MAX);
         debug_assert!(value.len() <= crate::key::VALUE_BYTES_MAX);
         let trailer_bytes: [u8; TRAILER_BYTES] =

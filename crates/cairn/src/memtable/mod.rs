@@ -40,6 +40,9 @@
 //! 5. Before an insert returns, its key node is in the index (or the index is saturated), so
 //!    a lookup for a key with a completed version finds its key node or is told to search.
 //! 6. `max_height` only grows; levels above it hold only null pointers in the head.
+//! 7. Nothing is inserted after `sorted_nodes` gathered the memtable for its flush: a version
+//!    inserted later would be missing from the flushed table. Checked (`gathered`, set by
+//!    `sorted_nodes`, asserted by every insert) under the `invariants` feature.
 
 pub mod arena;
 pub mod index;
@@ -98,6 +101,9 @@ pub struct Memtable {
     /// (a race-widening hook: unit tests, and any test built with the `invariants` feature).
     #[cfg(any(test, feature = "invariants"))]
     delay_publish: std::sync::atomic::AtomicBool,
+    /// Set once `sorted_nodes` gathered it (invariant 7).
+    #[cfg(any(test, feature = "invariants"))]
+    gathered: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -161,6 +167,8 @@ impl Memtable {
             entry_count: crate::sync::StripedCounter::default(),
             #[cfg(any(test, feature = "invariants"))]
             delay_publish: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(any(test, feature = "invariants"))]
+            gathered: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -195,6 +203,17 @@ impl Memtable {
     /// True if the key index overflowed and lookups search the skiplist (see [`index`]).
     pub fn index_saturated(&self) -> bool {
         self.index.is_saturated()
+    }
+
+    /// Invariant 7: panics if the memtable was already gathered for its flush (only with the
+    /// `invariants` feature; the caller is about to insert).
+    #[inline]
+    fn check_not_gathered(&self) {
+        #[cfg(any(test, feature = "invariants"))]
+        assert!(
+            !self.gathered.load(std::sync::atomic::Ordering::SeqCst),
+            "invariant 7: an insert into a memtable its flush already gathered (a lost write)"
+        );
     }
 
     /// Number of entries (versions).

@@ -81,6 +81,7 @@ impl Memtable {
         kind: ValueKind,
         value: &[u8],
     ) -> *const Node {
+        self.check_not_gathered();
         let trailer_bytes: [u8; TRAILER_BYTES] =
             crate::key::pack_trailer(sequence, kind).to_le_bytes();
         let key_parts = [user_key, &trailer_bytes[..]];

@@ -34,6 +34,10 @@ impl Memtable {
     /// result is a snapshot: meant for a sealed, quiet memtable (the flush checks `len`
     /// against the memtable's before it trusts one).
     pub fn sorted_nodes(self: &Arc<Self>) -> SortedNodes {
+        // Invariant 7: set before the walk, so an insert racing with it is caught too.
+        #[cfg(any(test, feature = "invariants"))]
+        self.gathered
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let (first, starts) = self.segment_starts();
         // Segment `i` runs from its begin (the first node, or `starts[i - 1]`) up to, not
         // including, `starts[i]` (null for the last). Invariant 1: every start is on level

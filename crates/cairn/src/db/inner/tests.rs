@@ -380,4 +380,5 @@ fn a_finished_compaction_is_not_chosen_again(style: crate::CompactionStyle) {
     assert_eq!(current.level(1).run_count(), 1, "{style:?}");
 }
 
+mod deferred_drain;
 mod overwrites;
