@@ -380,5 +380,21 @@ fn a_finished_compaction_is_not_chosen_again(style: crate::CompactionStyle) {
     assert_eq!(current.level(1).run_count(), 1, "{style:?}");
 }
 
+/// An in-memory database with a Membuffer over a 256 KiB write buffer (a 16-key sample, small
+/// tables) and no drainer threads: only writers, scans and the flush drain it.
+fn small_membuffer_db() -> Db {
+    Db::open(
+        "/db",
+        Options {
+            file_system: Arc::new(MemFs::new()),
+            membuffer_enabled: true,
+            membuffer_drainers: 0,
+            write_buffer_size_bytes: 256 * 1024,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
 mod deferred_drain;
 mod overwrites;

@@ -4,9 +4,6 @@
 //! the race point between the two ("write: published").
 
 use super::RACE_HOOK;
-use crate::db::Db;
-use crate::fs::MemFs;
-use crate::options::Options;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -15,20 +12,8 @@ use std::sync::Arc;
 /// checks that at that point (the move still to come) the write already reads back.
 #[test]
 fn a_writer_publishes_its_write_before_it_moves_a_full_partition() {
-    let db = Arc::new(
-        Db::open(
-            "/db",
-            Options {
-                file_system: Arc::new(MemFs::new()),
-                membuffer_enabled: true,
-                // Only writers drain, so every drain the counters show is a writer's.
-                membuffer_drainers: 0,
-                write_buffer_size_bytes: 256 * 1024,
-                ..Options::default()
-            },
-        )
-        .unwrap(),
-    );
+    // No drainer threads: every drain the counters show is a writer's.
+    let db = Arc::new(super::small_membuffer_db());
     let key = |index: u32| format!("key{index:06}").into_bytes();
     // At the race point: the writer drains counted so far, and whether the key read back.
     let at_publish: Rc<Cell<Option<(u64, bool)>>> = Rc::new(Cell::new(None));

@@ -6,8 +6,6 @@
 
 use super::RACE_HOOK;
 use crate::db::Db;
-use crate::fs::MemFs;
-use crate::options::Options;
 use std::sync::mpsc::channel;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,17 +17,7 @@ const KEY: &[u8] = b"key";
 /// memtable and `v1` in a Membuffer record: the next put of `KEY` updates that record in
 /// place.
 fn db_with_a_record() -> Arc<Db> {
-    let db = Db::open(
-        "/db",
-        Options {
-            file_system: Arc::new(MemFs::new()),
-            membuffer_enabled: true,
-            membuffer_drainers: 0,
-            write_buffer_size_bytes: 256 * 1024,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = super::small_membuffer_db();
     db.put(KEY, b"v0").unwrap();
     for index in 0..32u32 {
         db.put(format!("sample{index:04}"), b"x").unwrap();
