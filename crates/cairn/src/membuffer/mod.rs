@@ -605,16 +605,16 @@ impl Membuffer {
         partition.swaps.fetch_add(1, Ordering::SeqCst);
         // Sealed now, not when the move starts: a writer that loaded the old table before the
         // swap goes to the fresh one instead of entering a table whose move a writer may
-        // have deferred (`DeferredDrain`), so the draining table only ever holds versions
-        // inserted before the swap, as with an undeferred drain.
+        // have deferred (`DeferredDrain`): only writers already inside add to it, as with an
+        // undeferred drain.
         old_table.seal();
         old
     }
 
-    /// A drain's second half: seals `old` (the table `swap_locked` returned; null: nothing),
-    /// waits for the writers inside, moves its versions into the memtable, clears `draining`
-    /// and retires it. Precondition: the caller still holds the drain lock `swap_locked` ran
-    /// under.
+    /// A drain's second half: with `old` (the table `swap_locked` returned and sealed; null:
+    /// nothing), waits for the writers still inside, moves its versions into the memtable,
+    /// clears `draining` and retires it. Precondition: the caller still holds the drain lock
+    /// `swap_locked` ran under.
     fn move_locked(&self, partition: &Partition, old: *mut Table, memtable: &Memtable) {
         // SAFETY: invariant 3: the drain lock holder is the only thread that retires it.
         let Some(old_table) = (unsafe { old.as_ref() }) else {
