@@ -6,8 +6,10 @@
 For each figure directory (OUT_DIR/<figure>/<budget>/results.json) it prints a Markdown table
 (median ops/s, median CPU µs/op, ratio to the figure's reference engine, paired over the
 interleaved repetitions, and the Membuffer's counters: share of writes completed in the
-Membuffer, versions moved by in-place updates, writer drains, scan drains/piggybacks/fallbacks (copies), versions
-left undrained) into OUT_DIR/<figure>/table.md, and draws OUT_DIR/<figure>/throughput.png
+Membuffer, versions moved by in-place updates, writer drains, scan drains/piggybacks/fallbacks
+(copies), versions left undrained when a sealed memtable was dropped, and the share of the
+phase's writes still in the Membuffer when it ended, which means what it says only for a
+phase that starts from an empty Membuffer, as Fig. 17's fill does) into OUT_DIR/<figure>/table.md, and draws OUT_DIR/<figure>/throughput.png
 (median ops/s against the budget, one line per engine and thread count).
 """
 import json
@@ -29,7 +31,8 @@ def counters(run):
 
 def membuffer_columns(runs):
     """Median over repetitions of the Membuffer counters (cairn runs only)."""
-    share, moved, writer_drains, scan, piggy, copies, undrained = [], [], [], [], [], [], []
+    share, moved, writer_drains, scan, piggy, copies = [], [], [], [], [], []
+    undrained, at_end = [], []
     for run in runs:
         c = counters(run)
         taken = c.get("membuffer_writes", 0)
@@ -43,10 +46,12 @@ def membuffer_columns(runs):
         piggy.append(c.get("membuffer_scan_piggybacks", 0))
         copies.append(c.get("membuffer_scan_fallbacks", 0))
         undrained.append(c.get("membuffer_undrained_at_drop", 0))
+        # In the Membuffer when the timed phase ended (a fill starts from an empty one).
+        at_end.append(100.0 * c.get("membuffer_undrained_at_end", 0) / (taken + direct))
     med = statistics.median
     return (f"{med(share):.2f} % | {med(moved):,.0f} | {med(writer_drains):,.0f} | "
             f"{med(scan):,.0f} / {med(piggy):,.0f} / {med(copies):,.0f} | "
-            f"{med(undrained):,.0f}")
+            f"{med(undrained):,.0f} | {med(at_end):.1f} %")
 
 
 def paired_ratio(cell, reference):
@@ -80,8 +85,9 @@ def figure_tables(figure_dir):
             points.setdefault(key, []).append((budget_mib(budget_dir.name), ops))
     header = ("| budget | benchmark | threads | engine | median ops/s | CPU µs/op | "
               f"paired ratio to {reference_engine} | share in Membuffer | moved in place | "
-              "writer drains | scan drains / piggybacks / fallbacks | undrained at drop |\n"
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+              "writer drains | scan drains / piggybacks / fallbacks | undrained at drop | "
+              "undrained at end (share of writes) |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     return header + "\n" + "\n".join(rows), points
 
 

@@ -159,6 +159,10 @@ struct Args {
     /// default).
     #[arg(long = "membuffer_partitions", default_value_t = 0)]
     membuffer_partitions: usize,
+    /// cairn engines with a Membuffer: background drainer threads (0-64; absent: the
+    /// engine's default, which follows the machine).
+    #[arg(long = "membuffer_drainers")]
+    membuffer_drainers: Option<usize>,
     /// Keys per batch of multireadrandom.
     #[arg(long = "multiget_batch", default_value_t = 32)]
     multiget_batch: usize,
@@ -478,6 +482,7 @@ fn run(args: Args) -> Result<()> {
         mmap_reads: args.mmap_reads,
         lookup_threads: args.lookup_threads,
         membuffer_partitions: args.membuffer_partitions,
+        membuffer_drainers: args.membuffer_drainers,
     };
     if args.drop_sealed && !cfg!(feature = "flodb-variants") {
         return Err(BenchError::new(
@@ -741,6 +746,7 @@ mod tests {
             mmap_reads: None,
             lookup_threads: 0,
             membuffer_partitions: 0,
+            membuffer_drainers: None,
         }
     }
 

@@ -150,8 +150,8 @@ pub struct Options {
     pub membuffer_partitions: usize,
     /// Background threads per write buffer that drain Membuffer partitions once half full
     /// (writers still drain a full partition themselves when no drainer has). 0: writers
-    /// only. Default: none on 1 or 2 cores (a drainer there takes a core from the readers:
-    /// `bench/results/2026-11-26-s4-flodb`), else half the available cores, 1 to 4.
+    /// only. Default: half the available cores, 1 to 4 (one on 2 cores), and none on one
+    /// core (a drainer there could only take turns with the writers it would relieve).
     pub membuffer_drainers: usize,
     /// Benchmark variant (feature `bench-variants`): drain with one skiplist insert per
     /// version instead of multi-insert.
@@ -221,13 +221,15 @@ impl Default for Options {
             membuffer_enabled: true,
             membuffer_percent: 25,
             membuffer_partitions: 16,
-            // Measured on 2 vCPUs: a drainer thread takes a core from the readers beside an
-            // unthrottled writer (readwhilewriting 0.77-0.83x of Membuffer off with one,
-            // 1.06-1.12x with none), while fills keep 1.45-1.85x of off without it.
+            // Measured on 2 vCPUs (bench/results/2026-11-28-s18-flodb), one drainer against
+            // none, paired medians: fillrandom 1.33x / 1.03x (1 / 2 threads), readrandom
+            // 0.98x / 0.99x, readwhilewriting with a paced writer 0.96x / 1.02x, the 10 s
+            // burst 0.99x. The cost: readers beside an unpaced writer get 0.83x / 0.82x while
+            // that writer puts 1.08x / 1.16x as many keys per second.
             membuffer_drainers: match std::thread::available_parallelism()
                 .map_or(1, std::num::NonZero::get)
             {
-                0..=2 => 0,
+                0..=1 => 0,
                 cores => (cores / 2).clamp(1, 4),
             },
             #[cfg(feature = "bench-variants")]

@@ -198,6 +198,9 @@ pub struct Stats {
     pub memtable_bytes: u64,
     /// Entries in the active memtable.
     pub memtable_entries: u64,
+    /// Versions in the Membuffers of the active and sealed memtables not yet drained into
+    /// their memtables (0 with the Membuffer off).
+    pub membuffer_undrained: u64,
     /// Sealed memtables waiting for flush.
     pub immutable_memtables: usize,
     /// Per-level shape.

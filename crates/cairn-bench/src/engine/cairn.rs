@@ -61,6 +61,10 @@ fn options(config: &EngineConfig, name: &str) -> Options {
             options.membuffer_enabled = true;
             options.membuffer_drainers = 0;
         }
+        "cairn-membuffer-drainer" => {
+            options.membuffer_enabled = true;
+            options.membuffer_drainers = 1;
+        }
         // The shape variants override `--compaction_style` (the other shape flags apply), so
         // one run can compare shapes phase by phase (`--interleave_phases`).
         "cairn-leveling" => options.compaction_style = cairn::CompactionStyle::Leveling,
@@ -82,6 +86,10 @@ fn options(config: &EngineConfig, name: &str) -> Options {
     options.lookup_threads = config.lookup_threads;
     if config.membuffer_partitions > 0 {
         options.membuffer_partitions = config.membuffer_partitions;
+    }
+    // After the variants: the flag is what a run asks for, whichever variant it names.
+    if let Some(drainers) = config.membuffer_drainers {
+        options.membuffer_drainers = drainers;
     }
     options
 }
@@ -191,10 +199,11 @@ pub fn mapping_for(name: &str, config: &EngineConfig) -> Vec<String> {
         ),
         format!("verify_checksums={}", options.verify_checksums),
         format!(
-            "membuffer_enabled={} membuffer_percent={} membuffer_partitions={} drop_sealed={}",
+            "membuffer_enabled={} membuffer_percent={} membuffer_partitions={} membuffer_drainers={} drop_sealed={}",
             options.membuffer_enabled,
             options.membuffer_percent,
             options.membuffer_partitions,
+            options.membuffer_drainers,
             config.drop_sealed
         ),
         format!(
@@ -306,6 +315,12 @@ impl Engine for CairnEngine {
         counters.push(("block_cache_hits".to_string(), stats.block_cache_hits));
         counters.push(("block_cache_misses".to_string(), stats.block_cache_misses));
         counters.push(("block_mapped_reads".to_string(), stats.block_mapped_reads));
+        // A level, not a count: a phase's delta is what it left undrained at its end when it
+        // started from an empty Membuffer (a fill), which FloDB's Fig. 17 asks to report.
+        counters.push((
+            "membuffer_undrained_at_end".to_string(),
+            stats.membuffer_undrained,
+        ));
         counters
     }
 

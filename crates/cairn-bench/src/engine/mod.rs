@@ -60,6 +60,8 @@ pub struct EngineConfig {
     pub lookup_threads: usize,
     /// cairn: Membuffer partitions (0: the engine's default).
     pub membuffer_partitions: usize,
+    /// cairn: Membuffer drainer threads (`None`: the engine's default).
+    pub membuffer_drainers: Option<usize>,
 }
 
 /// Reports carry the compression by name (`Compression` has no serde support).
@@ -264,6 +266,7 @@ pub fn available() -> Vec<&'static str> {
         "cairn-membuffer",
         "cairn-nomembuffer",
         "cairn-membuffer-writerdrain",
+        "cairn-membuffer-drainer",
         "cairn-leveling",
         "cairn-tiering",
         "cairn-lazy",
@@ -290,6 +293,7 @@ pub fn check_name(name: &str) -> Result<()> {
         | "cairn-membuffer"
         | "cairn-nomembuffer"
         | "cairn-membuffer-writerdrain"
+        | "cairn-membuffer-drainer"
         | "cairn-leveling"
         | "cairn-tiering"
         | "cairn-lazy" => Ok(()),
@@ -330,7 +334,8 @@ pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
         | "cairn-nomembuffer"
         | "cairn-simpleinsert"
         | "cairn-membuffer-move"
-        | "cairn-membuffer-writerdrain" => {
+        | "cairn-membuffer-writerdrain"
+        | "cairn-membuffer-drainer" => {
             let mut lines = cairn::mapping_for(name, config);
             lines.push(
                 match name {
@@ -341,6 +346,9 @@ pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
                     }
                     "cairn-membuffer-writerdrain" => {
                         "memory component: Membuffer on, no drainer threads (writers drain)"
+                    }
+                    "cairn-membuffer-drainer" => {
+                        "memory component: Membuffer on, one drainer thread (writers help when full)"
                     }
                     _ => "memory component: Membuffer drained by single inserts (no multi-insert)",
                 }

@@ -279,10 +279,15 @@ impl DbInner {
         let block_cache_misses = cache.map_or(0, |cache| cache.misses());
         let block_mapped_reads = cache.map_or(0, |cache| cache.mapped_reads());
         let active = super_version.memory.active();
+        let membuffer_undrained = std::iter::once(active)
+            .chain(super_version.memory.sealed())
+            .map(|buffer| buffer.undrained() as u64)
+            .sum();
         Stats {
             last_sequence: self.visible(),
             memtable_bytes: active.memory_bytes() as u64,
             memtable_entries: active.len() as u64,
+            membuffer_undrained,
             immutable_memtables: super_version.memory.sealed().len(),
             levels,
             snapshots: self.snapshots.count(),

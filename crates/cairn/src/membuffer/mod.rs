@@ -621,7 +621,8 @@ impl Membuffer {
             return;
         };
         debug_assert_eq!(partition.draining.load(Ordering::SeqCst), old);
-        old_table.seal_and_wait();
+        // `swap_locked` sealed it.
+        old_table.wait_for_writers();
         #[cfg(feature = "invariants")]
         if let Err(broken) = old_table.check_invariants() {
             panic!("Membuffer table invariant broken: {broken}");

@@ -15,9 +15,10 @@
 //!
 //! Thread-safety contract: any number of writers (between `enter` and `exit`) and readers run
 //! at once; writers of one key take turns on its record's lock (held for one memtable insert
-//! and a copy), readers retry a copy that overlapped a rewrite. `seal_and_wait` (the drainer, alone) closes the table to new
-//! writers and waits for those inside to leave; from then on its contents never change and
-//! `records` may gather them. Readers never write shared memory.
+//! and a copy), readers retry a copy that overlapped a rewrite. `seal` (the drain lock
+//! holder) closes the table to new writers and `wait_for_writers` waits for those inside to
+//! leave; from then on its contents never change and `records` may gather them. Readers
+//! never write shared memory.
 //!
 //! Invariants:
 //! 1. A slot goes from null to a record of one key, and is afterwards replaced only by a
@@ -26,8 +27,8 @@
 //!    `move_old` disposed of it — put it in the memtable, or dropped it after the Membuffer's
 //!    `gate` recorded the drop — so a reader that finds the record above its sequence finds
 //!    the version it wants in the memtable, or learns from the gate that it must re-read.
-//! 2. After `seal_and_wait` returns, no writer is inside and none will enter: `records`
-//!    sees every version still in the table, and none changes.
+//! 2. After `seal` and then `wait_for_writers` return, no writer is inside and none will
+//!    enter: `records` sees every version still in the table, and none changes.
 //! 3. `record_count` counts keys (records) whose insert completed (incremented before `exit`).
 //! 4. A non-null slot holds the record's address tagged with its key's hash (`Slot`,
 //!    `crate::tagged`). A record whose address does not fit is never published (its
@@ -271,9 +272,13 @@ impl Table {
         self.words.writers.fetch_or(SEALED, Ordering::SeqCst);
     }
 
-    /// Seals the table and waits until no writer is inside (invariant 2).
-    pub(super) fn seal_and_wait(&self) {
-        self.seal();
+    /// Waits until no writer is inside (invariant 2). REQUIRES: the table is sealed, so
+    /// none can enter.
+    pub(super) fn wait_for_writers(&self) {
+        debug_assert!(
+            self.words.writers.load(Ordering::SeqCst) & SEALED != 0,
+            "waiting for the writers of a table still open to them"
+        );
         let mut round = 0;
         while self.words.writers.load(Ordering::Acquire) != SEALED {
             crate::sync::spin_wait(&mut round);
@@ -611,7 +616,8 @@ mod tests {
             assert_eq!(table.get(*hash ^ (1 << 62), key.as_bytes(), 30), None);
         }
         table.exit();
-        table.seal_and_wait();
+        table.seal();
+        table.wait_for_writers();
         assert_eq!(table.len(), hashes.len());
         assert_eq!(table.records().len(), hashes.len());
     }

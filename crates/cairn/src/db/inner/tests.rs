@@ -396,5 +396,19 @@ fn small_membuffer_db() -> Db {
     .unwrap()
 }
 
+#[test]
+fn stats_count_the_versions_the_membuffer_holds_until_a_flush_drains_them() {
+    let db = small_membuffer_db();
+    assert_eq!(db.stats().membuffer_undrained, 0);
+    // The first 16 keys sample the partition boundaries and go to the memtable.
+    for index in 0..100u32 {
+        db.put(format!("key{index:04}"), "value").unwrap();
+    }
+    let held = db.stats().membuffer_undrained;
+    assert!((1..=84).contains(&held), "{held} versions held");
+    db.flush().unwrap();
+    assert_eq!(db.stats().membuffer_undrained, 0);
+}
+
 mod deferred_drain;
 mod overwrites;
