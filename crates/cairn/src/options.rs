@@ -224,8 +224,10 @@ impl Default for Options {
             // Measured on 2 vCPUs (bench/results/2026-11-28-s18-flodb), one drainer against
             // none, paired medians: fillrandom 1.33x / 1.03x (1 / 2 threads), readrandom
             // 0.98x / 0.99x, readwhilewriting with a paced writer 0.96x / 1.02x, the 10 s
-            // burst 0.99x. The cost: readers beside an unpaced writer get 0.83x / 0.82x while
-            // that writer puts 1.08x / 1.16x as many keys per second.
+            // burst 0.99x. The costs, where two busy threads share the cores with it: a
+            // write-heavy mix with short scans 0.94x at 2 threads (1.03x at 1), and readers
+            // beside an unpaced writer 0.83x / 0.82x while that writer puts 1.08x / 1.16x as
+            // many keys per second.
             membuffer_drainers: match std::thread::available_parallelism()
                 .map_or(1, std::num::NonZero::get)
             {
