@@ -163,6 +163,10 @@ struct Args {
     /// engine's default, which follows the machine).
     #[arg(long = "membuffer_drainers")]
     membuffer_drainers: Option<usize>,
+    /// cairn engines with a Membuffer: its share of the write buffer in percent (1-50;
+    /// absent: the engine's default).
+    #[arg(long = "membuffer_percent")]
+    membuffer_percent: Option<usize>,
     /// Keys per batch of multireadrandom.
     #[arg(long = "multiget_batch", default_value_t = 32)]
     multiget_batch: usize,
@@ -483,6 +487,7 @@ fn run(args: Args) -> Result<()> {
         lookup_threads: args.lookup_threads,
         membuffer_partitions: args.membuffer_partitions,
         membuffer_drainers: args.membuffer_drainers,
+        membuffer_percent: args.membuffer_percent,
     };
     if args.drop_sealed && !cfg!(feature = "flodb-variants") {
         return Err(BenchError::new(
@@ -747,6 +752,7 @@ mod tests {
             lookup_threads: 0,
             membuffer_partitions: 0,
             membuffer_drainers: None,
+            membuffer_percent: None,
         }
     }
 

@@ -91,6 +91,9 @@ fn options(config: &EngineConfig, name: &str) -> Options {
     if let Some(drainers) = config.membuffer_drainers {
         options.membuffer_drainers = drainers;
     }
+    if let Some(percent) = config.membuffer_percent {
+        options.membuffer_percent = percent;
+    }
     options
 }
 

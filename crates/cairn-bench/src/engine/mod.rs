@@ -62,6 +62,8 @@ pub struct EngineConfig {
     pub membuffer_partitions: usize,
     /// cairn: Membuffer drainer threads (`None`: the engine's default).
     pub membuffer_drainers: Option<usize>,
+    /// cairn: the Membuffer's share of the write buffer in percent (`None`: the default).
+    pub membuffer_percent: Option<usize>,
 }
 
 /// Reports carry the compression by name (`Compression` has no serde support).

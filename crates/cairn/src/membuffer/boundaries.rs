@@ -171,9 +171,9 @@ mod tests {
         counts
     }
 
-    /// Bench keys (big-endian numbers with ~40 leading zero bits), keys sharing a first byte
-    /// and random bytes all spread over every partition (no partition holds over twice its
-    /// share).
+    /// Bench keys (big-endian numbers with ~40 leading zero bits), keys sharing a first byte,
+    /// random bytes and CS265 keys all spread over every partition (no partition holds over
+    /// twice its share).
     #[test]
     fn boundaries_split_keys_with_a_common_prefix() {
         let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
@@ -188,7 +188,15 @@ mod tests {
             })
             .collect();
         let random: Vec<Vec<u8>> = (0..20_000).map(|_| next().to_le_bytes().to_vec()).collect();
-        for keys in [bench, shared, random] {
+        // The CS265 shell's keys: 32-bit values as sign-flipped big-endian `i64`s, so the
+        // first four bytes are `80 00 00 00` or `7f ff ff ff`.
+        let cs265: Vec<Vec<u8>> = (0..20_000)
+            .map(|_| {
+                let value = i64::from(((next() >> 32) as u32).cast_signed());
+                (value.cast_unsigned() ^ (1 << 63)).to_be_bytes().to_vec()
+            })
+            .collect();
+        for keys in [bench, shared, random, cs265] {
             let counts = spread(keys.into_iter(), 16);
             assert!(
                 counts.iter().all(|&count| count < 2 * 20_000 / 16),

@@ -1,13 +1,13 @@
 //! Drainer threads: they move full-enough partitions of a write buffer's Membuffer into its
-//! memtable in the background, so writers find room instead of draining themselves
-//! (`FloDB` §4.2's draining threads).
+//! memtable in the background, so writers find room instead of draining themselves (`FloDB`
+//! §4.2's draining threads).
 //!
 //! Thread-safety contract: a drainer holds only a `Weak` reference to the Membuffer between
 //! rounds (so the write buffer is freed when the engine drops it) and a strong one to the
 //! memtable; it drains a partition under that partition's drain lock, taken with `try_lock`
 //! (never waiting for a writer or another drainer). It parks when no partition wants a
-//! drain; a writer whose insert takes a table past half full unparks it. It exits once the
-//! Membuffer is stopped (its buffer sealed) or gone.
+//! drain; a writer whose insert takes a table past three quarters full unparks it. It exits
+//! once the Membuffer is stopped (its buffer sealed) or gone.
 //!
 //! Invariants:
 //! 1. A drainer never holds a strong reference to the Membuffer while parked.

@@ -18,20 +18,20 @@
 //! the version out while pinned, so nothing borrows a table after its pin.
 //!
 //! Write (`insert`, pinned; `prefetch` just before, while the writer reserves its sequence,
-//! fetches the lines the insert probes first): pick the partition; load its current table; `enter` (fails only if
-//! a drainer sealed it, then reload); insert — a key already in the table is overwritten in
-//! place (`table` invariant 1), its old version first moved to the memtable or, when the
-//! `gate` allows (no snapshot or scan can want it; latest-state reads validate against the
-//! gate's drop marks), dropped; account the table's arena growth (invariant 4); `exit`; the
-//! insert that takes a table past half
-//! full unparks the drainer threads (`drainer`), which drain every half-full partition
-//! whose drain lock is free. A full table: the writer drains the partition itself if nobody
-//! else is (`try_lock` of the partition's drain lock; time counted in stats) and retries
-//! once, else the version goes to the memtable directly. On the write path
-//! (`insert_deferring`) that drain is split: the writer swaps in a fresh table and retries
-//! into it at once, and moves the full table into the memtable only after its write is
-//! published (`DeferredDrain`, still under the drain lock), because every later writer waits
-//! for this one's sequence to be published.
+//! fetches the lines the insert probes first): pick the partition; load its current table;
+//! `enter` (fails only if a drainer sealed it, then reload); insert — a key already in the
+//! table is overwritten in place (`table` invariant 1), its old version first moved to the
+//! memtable or, when the `gate` allows (no snapshot or scan can want it; latest-state reads
+//! validate against the gate's drop marks), dropped; account the table's arena growth
+//! (invariant 4); `exit`; the insert that takes a table past three quarters full unparks
+//! the drainer threads (`drainer`), which drain every such partition whose drain lock is
+//! free. A full table: the writer drains the partition itself if nobody else is (`try_lock`
+//! of the partition's drain lock; time counted in stats) and retries once, else the version
+//! goes to the memtable directly. On the write path (`insert_deferring`) that drain is
+//! split: the writer swaps in a fresh table and retries into it at once, and moves the full
+//! table into the memtable only after its write is published (`DeferredDrain`, still under
+//! the drain lock), because every later writer waits for this one's sequence to be
+//! published.
 //!
 //! Drain (one thread per partition at a time, holding its drain lock): publish the current
 //! table as `draining`, install a fresh current table (sized by `sizing` from how full the
@@ -179,7 +179,7 @@ pub(crate) struct Membuffer {
     version_bytes: AtomicUsize,
     /// Bytes of the slot arrays and filters of the tables not yet freed (invariant 4).
     slot_bytes: AtomicUsize,
-    /// The drainer threads, unparked when a table passes half full.
+    /// The drainer threads, unparked when a table passes three quarters full.
     drainers: Mutex<Vec<std::thread::Thread>>,
     /// Set when the buffer is sealed: drainers exit.
     stopped: std::sync::atomic::AtomicBool,
@@ -260,8 +260,8 @@ impl Membuffer {
         }
     }
 
-    /// Drains every partition whose current table is at least half full and whose drain lock
-    /// is free; true if it drained any (a drainer's round).
+    /// Drains every partition whose current table wants a drain (`Table::wants_drain`) and
+    /// whose drain lock is free; true if it drained any (a drainer's round).
     fn drain_wanted(&self, memtable: &Memtable) -> bool {
         let Some(layout) = self.layout.get() else {
             return false;

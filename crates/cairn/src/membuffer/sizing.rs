@@ -1,13 +1,14 @@
 //! How big a partition's next table is: a pure decision from how full the drained one got.
 //!
-//! Why: a drain allocates the partition's next table (its slot array zeroed whole) and reads
-//! every slot of the drained one back, so a drain costs the table's size, not its contents.
-//! Writers drain a table once it is full (drainer threads at half full): there the full size
-//! is right. A scan drains every partition holding anything, often a handful of versions; at
-//! the full size each such drain allocated, zeroed and scanned hundreds of kilobytes, and a
-//! scan-heavy workload (`flodb_scan_write`) ran at a fifth of its speed without the
-//! Membuffer. So the size follows the use: doubled after a drain of a table at least half
-//! full, halved after one under an eighth full, kept between.
+//! Why: a drain allocates the partition's next table (its slot array zeroed whole) and
+//! reads every slot of the drained one back, so a drain costs the table's size, not its
+//! contents. Writers drain a table once it is full (drainer threads at three quarters
+//! full): there the full size is right. A scan drains every partition holding anything,
+//! often a handful of versions; at the full size each such drain allocated, zeroed and
+//! scanned hundreds of kilobytes, and a scan-heavy workload (`flodb_scan_write`) ran at a
+//! fifth of its speed without the Membuffer. So the size follows the use: doubled after a
+//! drain of a table at least half full, halved after one under an eighth full, kept
+//! between.
 //!
 //! The slot array follows the records too: a table of `b` bytes expecting records of `r`
 //! bytes takes `b / r` keys and has about twice that many slots. Sized for the smallest
