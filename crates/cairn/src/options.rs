@@ -150,8 +150,8 @@ pub struct Options {
     pub membuffer_partitions: usize,
     /// Background threads per write buffer that drain Membuffer partitions once three
     /// quarters full (writers still drain a full partition themselves when no drainer has).
-    /// 0: writers only. Default: half the available cores, 1 to 4 (one on 2 cores), and none on one
-    /// core (a drainer there could only take turns with the writers it would relieve).
+    /// 0: writers only. Default: half the available cores, 1 to 4 (one on 2 cores), and none
+    /// on one core (a drainer there could only take turns with the writers it would relieve).
     pub membuffer_drainers: usize,
     /// Benchmark variant (feature `bench-variants`): drain with one skiplist insert per
     /// version instead of multi-insert.
