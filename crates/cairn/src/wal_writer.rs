@@ -13,7 +13,10 @@
 //! A record is published by one release store of its 8-byte header (`wal::record_header`,
 //! hence 8-byte aligned records). One writer at a time — the *leader*, elected with a
 //! `try_lock`, never a blocking lock — writes the longest prefix of published records to the
-//! file; every other writer waits for the written sequence to reach its own. A writer that
+//! file; every other writer waits for the written sequence to reach its own. A writer also
+//! tries the role once right after it publishes (`write_published`), before its memtable
+//! insert, and goes on if it is taken: its record is then usually written by the time it
+//! waits, so it rarely spins while another thread leads. A writer that
 //! asked for a sync then takes the separate *sync role* (again by `try_lock`) and fdatasyncs
 //! everything written so far through the file's `SyncHandle`, while the next leader keeps
 //! writing (invariant 8); sync waiters wait for the synced sequence.
@@ -74,7 +77,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::{SyncHandle, WritableFile};
-use crate::sync::{AtomicU64, Ordering, Parker};
+use crate::sync::{AtomicU64, CachePadded, Ordering, Parker};
 use crate::wal::{record_bytes, sync_marker_record, wal_header_record};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -97,7 +100,13 @@ fn write_preamble(
         file.append(&wal_header_record())?;
         *header_written = true;
     }
-    let durable_bytes = pending_sync_marker.swap(0, Ordering::AcqRel);
+    // A load first: a swap on every lead would write the line even with no marker pending,
+    // and it sits beside fields every writer reads.
+    let durable_bytes = if pending_sync_marker.load(Ordering::Acquire) == 0 {
+        0
+    } else {
+        pending_sync_marker.swap(0, Ordering::AcqRel)
+    };
     if durable_bytes != 0 {
         if cfg!(feature = "invariants") {
             // Invariant 7: a marker names a length at or before its own offset.
@@ -134,16 +143,20 @@ pub struct Log {
     path: PathBuf,
     segment_bytes: usize,
     current: arc_swap::ArcSwap<Segment>,
-    leader: Mutex<LeaderState>,
+    // The fields writers touch on every write sit on cache lines apart from each other and
+    // from the read-mostly ones (`current`, `failed`, `has_file`): a leader's compare-and-swap
+    // of the role, or its store of the written sequence, then does not evict the line every
+    // writer's `reserve` reads.
+    leader: CachePadded<Mutex<LeaderState>>,
     /// The predecessor until it is synced (or retired) on behalf of this log (invariant 4).
     /// Apart from the leader state: its fdatasync must never hold this log's leader lock,
     /// which every writer of this log competes for.
     unsynced_previous: Mutex<Option<Arc<Log>>>,
     /// `unsynced_previous` is empty: this log may sync.
     previous_synced: crate::sync::AtomicBool,
-    written_sequence: AtomicU64,
+    written_sequence: CachePadded<AtomicU64>,
     /// The file's length when `written_sequence` was last raised (stored before it).
-    written_bytes: AtomicU64,
+    written_bytes: CachePadded<AtomicU64>,
     synced_sequence: AtomicU64,
     /// Syncs the file beside the leader, which keeps writing meanwhile (invariant 8); `None`
     /// if the file system has no such handle (the sync then holds the leader role).
@@ -167,7 +180,7 @@ pub struct Log {
     /// leader role it could take (for longer than `PARK_TIMEOUT`).
     parker: Parker,
     /// Writers parked because another thread held the leader role (invariant 9).
-    role_waiters: std::sync::atomic::AtomicUsize,
+    role_waiters: CachePadded<std::sync::atomic::AtomicUsize>,
     /// Runs right before this log's fdatasync of its live file (tests force interleavings).
     #[cfg(all(test, not(loom)))]
     before_sync: tests::Hook,
@@ -206,7 +219,7 @@ impl Log {
             path,
             segment_bytes,
             current: arc_swap::ArcSwap::new(Arc::clone(&segment)),
-            leader: Mutex::new(LeaderState {
+            leader: CachePadded(Mutex::new(LeaderState {
                 file,
                 segment,
                 offset: 0,
@@ -214,11 +227,11 @@ impl Log {
                 retired: false,
                 trim_unsynced: false,
                 header_written: false,
-            }),
+            })),
             unsynced_previous: Mutex::new(previous),
             previous_synced,
-            written_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
-            written_bytes: AtomicU64::new(0),
+            written_sequence: CachePadded(AtomicU64::new(first_sequence.saturating_sub(1))),
+            written_bytes: CachePadded(AtomicU64::new(0)),
             synced_sequence: AtomicU64::new(first_sequence.saturating_sub(1)),
             sync_handle,
             sync_role: Mutex::new(()),
@@ -229,7 +242,7 @@ impl Log {
             sealed_for_good: crate::sync::AtomicBool::new(false),
             global_written,
             parker: Parker::default(),
-            role_waiters: std::sync::atomic::AtomicUsize::new(0),
+            role_waiters: CachePadded(std::sync::atomic::AtomicUsize::new(0)),
             #[cfg(all(test, not(loom)))]
             before_sync: tests::Hook::default(),
         }
@@ -466,10 +479,36 @@ impl Log {
         }
     }
 
+    /// Called right after a record is published, before its writer's memtable insert: leads
+    /// one round of writes if the leader role is free, and otherwise returns at once. The
+    /// writer's own record is still in its cache, and by the time it reaches `wait_durable`
+    /// it is usually written (by this lead or another's), so it does not spin while another
+    /// thread leads. Never waits: a lead that would first have to finish the predecessor log
+    /// (invariant 4) is left to `wait_durable`. A failure is recorded (sticky) and reported
+    /// by the writer's `wait_durable`.
+    pub fn write_published(&self) {
+        if !self.has_file || self.failed.get().is_some() {
+            return;
+        }
+        let _ = self.try_lead_inner(true);
+    }
+
     /// Leads one round of writes if the leader role is free (`None` if it is not): whether
     /// the written watermark moved.
     fn try_lead(&self) -> Option<Result<bool>> {
+        self.try_lead_inner(false)
+    }
+
+    /// `try_lead`; with `without_waiting`, also `None` when the lead would first wait for the
+    /// predecessor log.
+    fn try_lead_inner(&self, without_waiting: bool) -> Option<Result<bool>> {
         let mut state = self.leader.try_lock().ok()?;
+        if without_waiting && state.previous_unwritten.is_some() {
+            drop(state);
+            // A writer may have parked for the role while we held it (invariant 9).
+            self.notify_after_lead(false);
+            return None;
+        }
         let before = self.written_sequence.load(Ordering::Acquire);
         let outcome = self.lead(&mut state);
         if let Err(error) = &outcome {

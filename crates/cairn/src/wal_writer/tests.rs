@@ -205,6 +205,103 @@ fn write_one(log: &Log, sync: bool) -> Result<u64> {
     log.wait_durable(sequence, sync).map(|()| sequence)
 }
 
+/// Reserves and publishes one small record in `log` without waiting; returns its sequence.
+fn publish_one(log: &Log) -> u64 {
+    let mut batch = crate::batch::WriteBatch::new();
+    batch.put(b"key", b"value");
+    let bytes = log.reservation_bytes(batch.size_bytes());
+    let Reserve::Reserved {
+        segment,
+        sequence,
+        offset,
+    } = log.reserve(1, bytes)
+    else {
+        panic!("sealed")
+    };
+    // SAFETY: `offset` is this call's fresh reservation of the encoded record's bytes.
+    unsafe { segment.publish(offset, batch.encode(sequence)) };
+    sequence
+}
+
+/// `write_published` (the early lead a writer makes right after publishing) writes what is
+/// published when the leader role is free, and otherwise returns at once: it never waits
+/// for another leader, nor for a predecessor log's last record (invariant 4 leaves that
+/// wait to `wait_durable`).
+#[test]
+fn write_published_leads_when_free_and_never_waits() {
+    use crate::fs::{FileSystem, MemFs};
+    let fs = MemFs::new();
+    let global = Arc::new(StdAtomicU64::new(0));
+    let create = |name: &str| Some(fs.create(std::path::Path::new(name)).unwrap());
+    let old = Arc::new(Log::new(
+        1,
+        PathBuf::from("/old.log"),
+        create("/old.log"),
+        1,
+        4096,
+        None,
+        Arc::clone(&global),
+    ));
+    // A writer of the old log holds sequence 1 between reserve and publish.
+    let bytes = old.reservation_bytes(16);
+    let Reserve::Reserved { .. } = old.reserve(1, bytes) else {
+        panic!("sealed")
+    };
+    let next = old.seal();
+    let new = Arc::new(Log::new(
+        2,
+        PathBuf::from("/new.log"),
+        create("/new.log"),
+        next,
+        4096,
+        Some(Arc::clone(&old)),
+        Arc::clone(&global),
+    ));
+    let first = publish_one(&new);
+    // Returns although the old log's record is unpublished (a lead would wait for it): in a
+    // thread, so that a wait fails the test instead of hanging it.
+    let (done, returned) = std::sync::mpsc::channel();
+    let writer = Arc::clone(&new);
+    std::thread::spawn(move || {
+        writer.write_published();
+        let _ = done.send(());
+    });
+    assert!(
+        returned
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .is_ok(),
+        "write_published waited for the predecessor log"
+    );
+    assert!(
+        new.written_sequence() < first,
+        "wrote past an unwritten predecessor"
+    );
+
+    let log = Log::new(
+        3,
+        PathBuf::from("/solo.log"),
+        create("/solo.log"),
+        1,
+        4096,
+        None,
+        Arc::new(StdAtomicU64::new(0)),
+    );
+    let sequence = publish_one(&log);
+    let held = log.leader.lock().unwrap();
+    log.write_published();
+    assert!(
+        log.written_sequence() < sequence,
+        "led while another held the role"
+    );
+    drop(held);
+    log.write_published();
+    assert_eq!(
+        log.written_sequence(),
+        sequence,
+        "the free role was not taken"
+    );
+}
+
 /// Bug (debt D): the first sync asked of a new log fdatasynced the whole previous log while
 /// holding the new log's leader lock, so every writer of the new log — even one that asked
 /// for no sync — spun on `try_lock` until that fdatasync returned. Fix: the syncing waiter
