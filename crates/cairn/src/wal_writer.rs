@@ -571,6 +571,9 @@ impl Log {
             // The database-wide watermark first: a writer acknowledged once it sees this
             // log's is then already covered by the database's, so a read that waits for an
             // acknowledged write waits only for inserts (`sequence::Acknowledged`).
+            // `fetch_max`, not a store: a late lead of a retired log may come after its
+            // successor's leads raised the watermark past it (invariant 4 orders leads of
+            // live logs only; test `a_late_lead_of_a_retired_log_...`).
             self.global_written
                 .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
             self.written_sequence.store(last, Ordering::Release);

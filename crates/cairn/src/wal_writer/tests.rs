@@ -302,6 +302,50 @@ fn write_published_leads_when_free_and_never_waits() {
     );
 }
 
+/// Why `lead` raises the database-wide written watermark with `fetch_max`, not a store: a
+/// log retired before it was fully written (its flush needs its records inserted, not
+/// written) may still be led by a late writer after its successor raised the watermark past
+/// it; that lead must not lower the watermark (a plain store did, in an experiment).
+#[test]
+fn a_late_lead_of_a_retired_log_never_lowers_the_written_watermark() {
+    use crate::fs::{FileSystem, MemFs};
+    let fs = MemFs::new();
+    let global = Arc::new(StdAtomicU64::new(0));
+    let create = |name: &str| Some(fs.create(std::path::Path::new(name)).unwrap());
+    let old = Arc::new(Log::new(
+        1,
+        PathBuf::from("/old.log"),
+        create("/old.log"),
+        1,
+        4096,
+        None,
+        Arc::clone(&global),
+    ));
+    // Published, never led: its writer is descheduled before its wait.
+    let late = publish_one(&old);
+    let next = old.seal();
+    old.retire();
+    let new = Log::new(
+        2,
+        PathBuf::from("/new.log"),
+        create("/new.log"),
+        next,
+        4096,
+        Some(Arc::clone(&old)),
+        Arc::clone(&global),
+    );
+    let newer = write_one(&new, false).unwrap();
+    assert_eq!(global.load(Ordering::Acquire), newer);
+    // The late writer wakes and leads the retired log (no file left: nothing is written).
+    old.wait_durable(late, false).unwrap();
+    assert_eq!(old.written_sequence(), late);
+    assert_eq!(
+        global.load(Ordering::Acquire),
+        newer,
+        "a retired log's lead lowered the written watermark"
+    );
+}
+
 /// Bug (debt D): the first sync asked of a new log fdatasynced the whole previous log while
 /// holding the new log's leader lock, so every writer of the new log — even one that asked
 /// for no sync — spun on `try_lock` until that fdatasync returned. Fix: the syncing waiter
