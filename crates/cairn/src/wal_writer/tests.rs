@@ -205,6 +205,27 @@ fn write_one(log: &Log, sync: bool) -> Result<u64> {
     log.wait_durable(sequence, sync).map(|()| sequence)
 }
 
+/// A log with a file named `name` in `fs`, 4 KiB segments, raising `global`.
+fn log_in(
+    fs: &dyn crate::fs::FileSystem,
+    (number, name): (u64, &str),
+    first: u64,
+    previous: Option<Arc<Log>>,
+    global: &Arc<StdAtomicU64>,
+) -> Log {
+    let path = PathBuf::from(name);
+    let file = fs.create(&path).unwrap();
+    Log::new(
+        number,
+        path,
+        Some(file),
+        first,
+        4096,
+        previous,
+        Arc::clone(global),
+    )
+}
+
 /// Reserves and publishes one small record in `log` without waiting; returns its sequence.
 fn publish_one(log: &Log) -> u64 {
     let mut batch = crate::batch::WriteBatch::new();
@@ -229,33 +250,22 @@ fn publish_one(log: &Log) -> u64 {
 /// wait to `wait_durable`).
 #[test]
 fn write_published_leads_when_free_and_never_waits() {
-    use crate::fs::{FileSystem, MemFs};
+    use crate::fs::MemFs;
     let fs = MemFs::new();
     let global = Arc::new(StdAtomicU64::new(0));
-    let create = |name: &str| Some(fs.create(std::path::Path::new(name)).unwrap());
-    let old = Arc::new(Log::new(
-        1,
-        PathBuf::from("/old.log"),
-        create("/old.log"),
-        1,
-        4096,
-        None,
-        Arc::clone(&global),
-    ));
+    let old = Arc::new(log_in(&fs, (1, "/old.log"), 1, None, &global));
     // A writer of the old log holds sequence 1 between reserve and publish.
     let bytes = old.reservation_bytes(16);
     let Reserve::Reserved { .. } = old.reserve(1, bytes) else {
         panic!("sealed")
     };
     let next = old.seal();
-    let new = Arc::new(Log::new(
-        2,
-        PathBuf::from("/new.log"),
-        create("/new.log"),
+    let new = Arc::new(log_in(
+        &fs,
+        (2, "/new.log"),
         next,
-        4096,
         Some(Arc::clone(&old)),
-        Arc::clone(&global),
+        &global,
     ));
     let first = publish_one(&new);
     // Returns although the old log's record is unpublished (a lead would wait for it): in a
@@ -277,14 +287,12 @@ fn write_published_leads_when_free_and_never_waits() {
         "wrote past an unwritten predecessor"
     );
 
-    let log = Log::new(
-        3,
-        PathBuf::from("/solo.log"),
-        create("/solo.log"),
+    let log = log_in(
+        &fs,
+        (3, "/solo.log"),
         1,
-        4096,
         None,
-        Arc::new(StdAtomicU64::new(0)),
+        &Arc::new(StdAtomicU64::new(0)),
     );
     let sequence = publish_one(&log);
     let held = log.leader.lock().unwrap();
@@ -308,32 +316,15 @@ fn write_published_leads_when_free_and_never_waits() {
 /// it; that lead must not lower the watermark (a plain store did, in an experiment).
 #[test]
 fn a_late_lead_of_a_retired_log_never_lowers_the_written_watermark() {
-    use crate::fs::{FileSystem, MemFs};
+    use crate::fs::MemFs;
     let fs = MemFs::new();
     let global = Arc::new(StdAtomicU64::new(0));
-    let create = |name: &str| Some(fs.create(std::path::Path::new(name)).unwrap());
-    let old = Arc::new(Log::new(
-        1,
-        PathBuf::from("/old.log"),
-        create("/old.log"),
-        1,
-        4096,
-        None,
-        Arc::clone(&global),
-    ));
+    let old = Arc::new(log_in(&fs, (1, "/old.log"), 1, None, &global));
     // Published, never led: its writer is descheduled before its wait.
     let late = publish_one(&old);
     let next = old.seal();
     old.retire();
-    let new = Log::new(
-        2,
-        PathBuf::from("/new.log"),
-        create("/new.log"),
-        next,
-        4096,
-        Some(Arc::clone(&old)),
-        Arc::clone(&global),
-    );
+    let new = log_in(&fs, (2, "/new.log"), next, Some(Arc::clone(&old)), &global);
     let newer = write_one(&new, false).unwrap();
     assert_eq!(global.load(Ordering::Acquire), newer);
     // The late writer wakes and leads the retired log (no file left: nothing is written).
@@ -353,30 +344,19 @@ fn a_late_lead_of_a_retired_log_never_lowers_the_written_watermark() {
 /// log before that is done (invariant 4).
 #[test]
 fn a_non_sync_write_does_not_wait_for_the_previous_logs_sync() {
-    use crate::fs::{FaultFs, FileSystem};
+    use crate::fs::FaultFs;
     use std::time::{Duration, Instant};
     let fs = FaultFs::new();
     let global = Arc::new(StdAtomicU64::new(0));
-    let create = |name: &str| Some(fs.create(std::path::Path::new(name)).unwrap());
-    let old = Arc::new(Log::new(
-        1,
-        PathBuf::from("/old.log"),
-        create("/old.log"),
-        1,
-        4096,
-        None,
-        Arc::clone(&global),
-    ));
+    let old = Arc::new(log_in(&fs, (1, "/old.log"), 1, None, &global));
     write_one(&old, false).unwrap();
     let next = old.seal();
-    let new = Arc::new(Log::new(
-        2,
-        PathBuf::from("/new.log"),
-        create("/new.log"),
+    let new = Arc::new(log_in(
+        &fs,
+        (2, "/new.log"),
         next,
-        4096,
         Some(Arc::clone(&old)),
-        Arc::clone(&global),
+        &global,
     ));
     write_one(&new, false).unwrap();
     // Long against the bound below, so a loaded CI machine's scheduling delays cannot
