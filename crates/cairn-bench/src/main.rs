@@ -152,6 +152,11 @@ struct Args {
     #[arg(long = "mmap_reads", num_args = 0..=1, default_missing_value = "true",
           value_parser = parse_bool, action = ArgAction::Set)]
     mmap_reads: Option<bool>,
+    /// cairn: write the WAL through a shared memory mapping (true) or `write(2)` (false).
+    /// Absent: the engine's default (mapped on Linux).
+    #[arg(long = "wal_mmap", num_args = 0..=1, default_missing_value = "true",
+          value_parser = parse_bool, action = ArgAction::Set)]
+    wal_mmap: Option<bool>,
     /// cairn: threads probing sorted runs concurrently on a point lookup (0: off).
     #[arg(long = "lookup_threads", default_value_t = 0)]
     lookup_threads: usize,
@@ -484,6 +489,7 @@ fn run(args: Args) -> Result<()> {
         shape: shape_config(&args)?,
         drop_sealed: args.drop_sealed,
         mmap_reads: args.mmap_reads,
+        wal_mmap: args.wal_mmap,
         lookup_threads: args.lookup_threads,
         membuffer_partitions: args.membuffer_partitions,
         membuffer_drainers: args.membuffer_drainers,
@@ -749,6 +755,7 @@ mod tests {
             shape: ShapeConfig::default(),
             drop_sealed: false,
             mmap_reads: None,
+            wal_mmap: None,
             lookup_threads: 0,
             membuffer_partitions: 0,
             membuffer_drainers: None,

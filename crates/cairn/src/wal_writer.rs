@@ -16,7 +16,8 @@
 //! file; every other writer waits for the written sequence to reach its own. A writer also
 //! tries the role once right after it publishes (`write_published`), before its memtable
 //! insert, and goes on if it is taken: its record is then usually written by the time it
-//! waits, so it rarely spins while another thread leads. A writer that
+//! waits, so it rarely spins while another thread leads (only when appending is a memory
+//! copy, as with a mapped file: with `write(2)` the extra system calls cost more). A writer that
 //! asked for a sync then takes the separate *sync role* (again by `try_lock`) and fdatasyncs
 //! everything written so far through the file's `SyncHandle`, while the next leader keeps
 //! writing (invariant 8); sync waiters wait for the synced sequence.
@@ -169,6 +170,9 @@ pub struct Log {
     /// Sequences below this are not in this log (its first segment's base).
     first_sequence: u64,
     has_file: bool,
+    /// The file appends by memory copy (`WritableFile::appends_in_memory`): writers lead
+    /// right after publishing (`write_published`).
+    lead_after_publish: bool,
     failed: OnceLock<Error>,
     sealed_for_good: crate::sync::AtomicBool,
     /// The database-wide written watermark, raised after every write (invariant 4 makes
@@ -210,6 +214,7 @@ impl Log {
         global_written: Arc<std::sync::atomic::AtomicU64>,
     ) -> Self {
         let has_file = file.is_some();
+        let lead_after_publish = file.as_ref().is_some_and(|file| file.appends_in_memory());
         let sync_handle = file.as_ref().and_then(|file| file.sync_handle());
         let segment_bytes = if has_file { segment_bytes.max(4096) } else { 0 };
         let segment = Arc::new(Segment::new(first_sequence, segment_bytes));
@@ -238,6 +243,7 @@ impl Log {
             pending_sync_marker: AtomicU64::new(0),
             first_sequence,
             has_file,
+            lead_after_publish,
             failed: OnceLock::new(),
             sealed_for_good: crate::sync::AtomicBool::new(false),
             global_written,
@@ -485,9 +491,10 @@ impl Log {
     /// it is usually written (by this lead or another's), so it does not spin while another
     /// thread leads. Never waits: a lead that would first have to finish the predecessor log
     /// (invariant 4) is left to `wait_durable`. A failure is recorded (sticky) and reported
-    /// by the writer's `wait_durable`.
+    /// by the writer's `wait_durable`. Only for a file that appends by memory copy: with a
+    /// system call per append, leading once per writer costs more than the wait it saves.
     pub fn write_published(&self) {
-        if !self.has_file || self.failed.get().is_some() {
+        if !self.lead_after_publish || self.failed.get().is_some() {
             return;
         }
         let _ = self.try_lead_inner(true);

@@ -83,6 +83,9 @@ fn options(config: &EngineConfig, name: &str) -> Options {
         Some(false) => options.table_read_mode = TableReadMode::Pread,
         None => {}
     }
+    if let Some(wal_mmap) = config.wal_mmap {
+        options.wal_memory_mapped = wal_mmap;
+    }
     options.lookup_threads = config.lookup_threads;
     if config.membuffer_partitions > 0 {
         options.membuffer_partitions = config.membuffer_partitions;

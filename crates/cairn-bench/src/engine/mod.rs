@@ -56,6 +56,9 @@ pub struct EngineConfig {
     /// `TableReadMode`, RocksDB's `allow_mmap_reads`. `None`: each engine's own default
     /// (cairn: mapped; RocksDB: pread).
     pub mmap_reads: Option<bool>,
+    /// cairn only: the WAL through a shared mapping (`true`) or `write(2)` (`false`); `None`:
+    /// the engine's default.
+    pub wal_mmap: Option<bool>,
     /// cairn: threads probing sorted runs concurrently (0: off).
     pub lookup_threads: usize,
     /// cairn: Membuffer partitions (0: the engine's default).

@@ -290,6 +290,10 @@ impl WritableFile for MappedWritableFile {
         self.reserved_bytes
     }
 
+    fn appends_in_memory(&self) -> bool {
+        true
+    }
+
     fn sync_handle(&self) -> Option<Box<dyn super::SyncHandle>> {
         // fdatasync writes back pages dirtied through any shared mapping of the inode.
         super::std::StdSyncHandle::of(&self.file, &self.path)

@@ -117,6 +117,10 @@ impl WritableFile for MemWritableFile {
     fn sync_handle(&self) -> Option<Box<dyn SyncHandle>> {
         Some(Box::new(MemSyncHandle))
     }
+
+    fn appends_in_memory(&self) -> bool {
+        true
+    }
 }
 
 /// Nothing to make durable in memory.

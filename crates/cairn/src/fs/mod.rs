@@ -83,6 +83,20 @@ pub trait WritableFile: Send + Sync + Debug {
     fn sync_handle(&self) -> Option<Box<dyn SyncHandle>> {
         None
     }
+    /// Whether `append` plus `flush` is a memory copy with no system call (a shared mapping,
+    /// or a file in memory); `false` (the default) otherwise. The write-ahead log then lets
+    /// every writer append its own record right after publishing it; with a system call per
+    /// append that costs more than the wait it saves (measured with `write(2)`: 4–10 % fewer
+    /// puts at 2 and 16 threads).
+    ///
+    /// ```
+    /// use cairn::fs::{FileSystem, MemFs};
+    /// let file = MemFs::new().create(std::path::Path::new("/log")).unwrap();
+    /// assert!(file.appends_in_memory());
+    /// ```
+    fn appends_in_memory(&self) -> bool {
+        false
+    }
 }
 
 /// Syncs a [`WritableFile`] independently of its writer (see [`WritableFile::sync_handle`]).

@@ -250,7 +250,7 @@ fn publish_one(log: &Log) -> u64 {
 /// wait to `wait_durable`).
 #[test]
 fn write_published_leads_when_free_and_never_waits() {
-    use crate::fs::MemFs;
+    use crate::fs::{FileSystem as _, MemFs};
     let fs = MemFs::new();
     let global = Arc::new(StdAtomicU64::new(0));
     let old = Arc::new(log_in(&fs, (1, "/old.log"), 1, None, &global));
@@ -308,6 +308,29 @@ fn write_published_leads_when_free_and_never_waits() {
         sequence,
         "the free role was not taken"
     );
+
+    // A file whose appends are system calls: the writer leads only from its wait.
+    let directory = std::env::temp_dir().join(format!("cairn-wal-early-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let path = directory.join("write.log");
+    let file = crate::fs::StdFs.create(&path).unwrap();
+    assert!(!file.appends_in_memory());
+    let log = log_in(
+        &crate::fs::StdFs,
+        (4, path.to_str().unwrap()),
+        1,
+        None,
+        &global,
+    );
+    let sequence = publish_one(&log);
+    log.write_published();
+    assert!(
+        log.written_sequence() < sequence,
+        "led after a publish with write(2)"
+    );
+    log.wait_durable(sequence, false).unwrap();
+    drop(log);
+    let _ = std::fs::remove_dir_all(&directory);
 }
 
 /// Why `lead` raises the database-wide written watermark with `fetch_max`, not a store: a

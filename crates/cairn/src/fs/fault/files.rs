@@ -143,6 +143,10 @@ impl WritableFile for FaultWritableFile {
         self.inner.allocated_bytes()
     }
 
+    fn appends_in_memory(&self) -> bool {
+        self.inner.appends_in_memory()
+    }
+
     fn sync_handle(&self) -> Option<Box<dyn SyncHandle>> {
         Some(Box::new(FaultSyncHandle {
             state: Arc::clone(&self.state),
