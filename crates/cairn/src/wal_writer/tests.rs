@@ -189,19 +189,7 @@ fn a_record_over_the_segment_size_is_not_starved_by_small_writers() {
 
 /// Reserves, publishes and waits for one small record in `log`; returns its sequence.
 fn write_one(log: &Log, sync: bool) -> Result<u64> {
-    let mut batch = crate::batch::WriteBatch::new();
-    batch.put(b"key", b"value");
-    let bytes = log.reservation_bytes(batch.size_bytes());
-    let Reserve::Reserved {
-        segment,
-        sequence,
-        offset,
-    } = log.reserve(1, bytes)
-    else {
-        panic!("sealed")
-    };
-    // SAFETY: `offset` is this call's fresh reservation of the encoded record's bytes.
-    unsafe { segment.publish(offset, batch.encode(sequence)) };
+    let sequence = publish_one(log);
     log.wait_durable(sequence, sync).map(|()| sequence)
 }
 
@@ -224,6 +212,22 @@ fn log_in(
         previous,
         Arc::clone(global),
     )
+}
+
+/// Seals `old` and returns its successor, log 2 in `/new.log`.
+fn successor(
+    fs: &dyn crate::fs::FileSystem,
+    old: &Arc<Log>,
+    global: &Arc<StdAtomicU64>,
+) -> Arc<Log> {
+    let next = old.seal();
+    Arc::new(log_in(
+        fs,
+        (2, "/new.log"),
+        next,
+        Some(Arc::clone(old)),
+        global,
+    ))
 }
 
 /// Reserves and publishes one small record in `log` without waiting; returns its sequence.
@@ -259,14 +263,7 @@ fn write_published_leads_when_free_and_never_waits() {
     let Reserve::Reserved { .. } = old.reserve(1, bytes) else {
         panic!("sealed")
     };
-    let next = old.seal();
-    let new = Arc::new(log_in(
-        &fs,
-        (2, "/new.log"),
-        next,
-        Some(Arc::clone(&old)),
-        &global,
-    ));
+    let new = successor(&fs, &old, &global);
     let first = publish_one(&new);
     // Returns although the old log's record is unpublished (a lead would wait for it): in a
     // thread, so that a wait fails the test instead of hanging it.
@@ -345,9 +342,8 @@ fn a_late_lead_of_a_retired_log_never_lowers_the_written_watermark() {
     let old = Arc::new(log_in(&fs, (1, "/old.log"), 1, None, &global));
     // Published, never led: its writer is descheduled before its wait.
     let late = publish_one(&old);
-    let next = old.seal();
+    let new = successor(&fs, &old, &global);
     old.retire();
-    let new = log_in(&fs, (2, "/new.log"), next, Some(Arc::clone(&old)), &global);
     let newer = write_one(&new, false).unwrap();
     assert_eq!(global.load(Ordering::Acquire), newer);
     // The late writer wakes and leads the retired log (no file left: nothing is written).
@@ -373,14 +369,7 @@ fn a_non_sync_write_does_not_wait_for_the_previous_logs_sync() {
     let global = Arc::new(StdAtomicU64::new(0));
     let old = Arc::new(log_in(&fs, (1, "/old.log"), 1, None, &global));
     write_one(&old, false).unwrap();
-    let next = old.seal();
-    let new = Arc::new(log_in(
-        &fs,
-        (2, "/new.log"),
-        next,
-        Some(Arc::clone(&old)),
-        &global,
-    ));
+    let new = successor(&fs, &old, &global);
     write_one(&new, false).unwrap();
     // Long against the bound below, so a loaded CI machine's scheduling delays cannot
     // push an unblocked write over it (it waited the whole sync before the fix).
