@@ -92,9 +92,9 @@ impl DbInner {
             unsafe { reservation.segment.publish(reservation.offset, record) };
             record.len()
         };
-        if self.options.wal_enabled {
-            reservation.buffer().log().write_published();
-        }
+        // The log knows whether an early lead pays (`Log::write_published`): none without a
+        // file, none with `write(2)` appends.
+        reservation.buffer().log().write_published();
         // A malformed entry is unreachable after `validate`; if it happens the range must
         // still be finished, or the watermark would stop for every later writer.
         let inserted = reservation.super_version.memory.insert(&batch, first);
