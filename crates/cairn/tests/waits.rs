@@ -288,7 +288,11 @@ fn wal_files(directory: &std::path::Path) -> Vec<(u64, bool)> {
             let entry = entry.unwrap();
             match parse_file_name(entry.file_name().to_str()?) {
                 Some(FileKind::Wal(number)) => {
-                    let bytes = std::fs::read(entry.path()).unwrap();
+                    // The database is open: a flush may delete an old WAL after the listing.
+                    let bytes = match std::fs::read(entry.path()) {
+                        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+                        read => read.unwrap(),
+                    };
                     Some((number, bytes.iter().any(|&byte| byte != 0)))
                 }
                 _ => None,
