@@ -116,6 +116,10 @@ pub struct MembufferCounters {
     /// Times a scan cursor, entering a partition, re-sought the memtable because a drain had
     /// run since the cursor last positioned itself (without one it keeps its position).
     pub scan_reseeks: StripedCounter,
+    /// Latest-state scans that waited for every reserved sequence to be visible before
+    /// taking their read point, because an in-place update had announced a newer sequence
+    /// (without one a scan keeps the read point it took first).
+    pub scan_waits: StripedCounter,
     /// Versions still in a Membuffer when its sealed buffer was dropped unflushed (the
     /// benchmark's memory-only variant).
     pub undrained_at_drop: StripedCounter,
@@ -351,6 +355,7 @@ impl Counters {
                 load(&self.membuffer.scan_piggybacks),
             ),
             ("membuffer_scan_reseeks", load(&self.membuffer.scan_reseeks)),
+            ("membuffer_scan_waits", load(&self.membuffer.scan_waits)),
             (
                 "membuffer_scan_fallbacks",
                 load(&self.membuffer.scan_fallbacks),

@@ -16,10 +16,12 @@
 //!    against the drop marks of its keys' buckets (`membuffer::gate`); one that an in-place
 //!    update may have robbed of its version is redone in a hold of the gate, at a later read
 //!    point (the read started before that update was acknowledged, so the later point is
-//!    linearizable). A latest-state iterator holds the gate from before its read point, a
-//!    snapshot iterator from its creation (its snapshot may be released before it ends),
-//!    until its cursor has drained every Membuffer partition (it drains each as it enters
-//!    its key range, `memory::scan`) or is dropped.
+//!    linearizable). A latest-state iterator holds the gate from just after its read point
+//!    (checking that no update announced a sequence above it, or else waiting and taking a
+//!    new read point inside the hold: `iterator_read_point`), a snapshot iterator from its
+//!    creation (its snapshot may be released before it ends), until its cursor has drained
+//!    every Membuffer partition (it drains each as it enters its key range, `memory::scan`)
+//!    or is dropped.
 
 use super::inner::DbInner;
 use super::super_version::SuperVersion;
@@ -224,11 +226,44 @@ impl DbInner {
     pub(super) fn hold_overwrites(&self) -> Option<GateHold<'_>> {
         let gate = self.overwrite_gate.as_ref()?;
         let hold = gate.hold();
+        self.wait_reserved_visible();
+        Some(hold)
+    }
+
+    /// A latest-state iterator's read point, with the overwrite gate held (None with the
+    /// Membuffer off): the read point first, then the hold, and the wait of
+    /// `hold_overwrites` only if an update announced a sequence above the read point
+    /// (`membuffer::gate`, step 2) — then a new read point is taken after it.
+    fn iterator_read_point(&self) -> (SequenceNumber, Arc<SuperVersion>, Option<GateHold<'_>>) {
+        let (sequence, super_version) = self.read_point();
+        let Some(gate) = self.overwrite_gate.as_ref() else {
+            return (sequence, arc_swap::Guard::into_inner(super_version), None);
+        };
+        let hold = gate.hold();
+        if gate.announced_at_most(sequence) {
+            return (
+                sequence,
+                arc_swap::Guard::into_inner(super_version),
+                Some(hold),
+            );
+        }
+        drop(super_version);
+        Counters::add(&self.counters.membuffer.scan_waits, 1);
+        self.wait_reserved_visible();
+        let (sequence, super_version) = self.read_point();
+        (
+            sequence,
+            arc_swap::Guard::into_inner(super_version),
+            Some(hold),
+        )
+    }
+
+    /// Waits until every sequence reserved so far is visible (`hold_overwrites`).
+    fn wait_reserved_visible(&self) {
         let reserved = self.next_unreserved_sequence().saturating_sub(1);
         // After a sticky error the wait gives up: the failed writes never become visible,
         // and no write is accepted after them.
         let _ = self.wait_visible(reserved);
-        Some(hold)
     }
 
     /// The newest version of `key` (any sequence) in `super_version`, with an insert hint
@@ -401,9 +436,8 @@ impl DbInner {
                     .map(|gate| gate.hold().detach()),
             ),
             None => {
-                let hold = self.hold_overwrites().map(GateHold::detach);
-                let (sequence, super_version) = self.read_point();
-                (sequence, arc_swap::Guard::into_inner(super_version), hold)
+                let (sequence, super_version, hold) = self.iterator_read_point();
+                (sequence, super_version, hold.map(GateHold::detach))
             }
         };
         // Tests hold an iterator here, between its read point and the drain.

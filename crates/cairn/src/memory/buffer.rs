@@ -336,7 +336,8 @@ impl WriteBuffer {
     /// A scan's cursor over every version, bounded above by user key `upper`: with a
     /// Membuffer, each partition is drained just before the cursor enters its range
     /// (`scan::DrainingIterator`), which keeps `hold` until it has drained them all.
-    /// Precondition: the scan's read point was taken after `hold` began and before this call.
+    /// Precondition: the scan's read point was taken before this call, and `hold` keeps every
+    /// version it sees (`membuffer::gate`, step 2).
     pub fn scan_iter(
         &self,
         upper: Option<&[u8]>,

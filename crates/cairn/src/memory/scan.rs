@@ -34,7 +34,7 @@
 //!    lies in the current partition's range or past the upper bound; backward moves happen
 //!    only after every partition is drained and `copied` is empty. The memtable cursor
 //!    positioned itself after the last copy was taken.
-//! 2. The overwrite-gate hold (taken before the read point of a latest-state scan, or while
+//! 2. The overwrite-gate hold (taken around the read point of a latest-state scan, or while
 //!    a snapshot scan's snapshot still stood) is kept until every partition is drained and
 //!    none is only copied (then released), or the cursor is dropped.
 //! 3. `stamp` was taken before the memtable cursor's last seek; a crossing keeps the cursor's
@@ -91,7 +91,7 @@ pub(crate) struct DrainingIterator {
 impl DrainingIterator {
     /// A cursor over `memtable` that drains `membuffer` as it goes. Precondition: `marks` were
     /// taken after the scan's read point, and `hold` (if the database has an overwrite gate)
-    /// was taken before it.
+    /// keeps every version that read point sees (`membuffer::gate`, step 2).
     pub(crate) fn new(
         memtable: &Arc<Memtable>,
         membuffer: Arc<Membuffer>,
@@ -293,8 +293,13 @@ impl Drop for DrainingIterator {
 }
 
 impl InternalIterator for DrainingIterator {
+    #[inline]
     fn valid(&self) -> bool {
-        self.merged_key().is_some()
+        if self.from_copied {
+            self.copied.current().is_some()
+        } else {
+            self.inner.valid()
+        }
     }
 
     fn seek_to_first(&mut self) {
@@ -356,18 +361,22 @@ impl InternalIterator for DrainingIterator {
         self.inner.prev();
     }
 
+    // `key` and `value` run on every comparison of the merge: the memtable's entry, the
+    // usual case, is one flag test away (invariant 6: `from_copied` implies a copied entry).
+    #[inline]
     fn key(&self) -> &[u8] {
-        match self.copied.current().filter(|_| self.from_copied) {
-            Some((key, _)) => key,
-            None => self.inner.key(),
+        if !self.from_copied {
+            return self.inner.key();
         }
+        self.copied.current().map_or(&[], |(key, _)| key)
     }
 
+    #[inline]
     fn value(&self) -> &[u8] {
-        match self.copied.current().filter(|_| self.from_copied) {
-            Some((_, value)) => value,
-            None => self.inner.value(),
+        if !self.from_copied {
+            return self.inner.value();
         }
+        self.copied.current().map_or(&[], |(_, value)| value)
     }
 
     fn status(&self) -> Result<()> {

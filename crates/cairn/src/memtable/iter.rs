@@ -99,6 +99,7 @@ impl MemtableIterator {
 }
 
 impl InternalIterator for MemtableIterator {
+    #[inline]
     fn valid(&self) -> bool {
         !self.version.is_null()
     }
@@ -184,6 +185,7 @@ impl InternalIterator for MemtableIterator {
         self.at_oldest(before);
     }
 
+    #[inline]
     fn key(&self) -> &[u8] {
         if self.version.is_null() {
             return &[];
@@ -192,6 +194,7 @@ impl InternalIterator for MemtableIterator {
         unsafe { Node::key(self.version) }
     }
 
+    #[inline]
     fn value(&self) -> &[u8] {
         if self.version.is_null() {
             return &[];

@@ -195,3 +195,62 @@ fn a_get_starting_before_an_in_place_update_is_visible_never_reads_below_it() {
         value.map(String::from_utf8)
     );
 }
+
+/// An iterator that starts after an update dropped v1 but before v2 is visible takes a read
+/// point below v2 and would find v0 below it: the update's announcement makes the iterator
+/// wait for v2 and read there instead (`membuffer::gate`, step 2). The writer is released
+/// once the iterator waits (counted), or after 20 s — and then the iterator would read v0.
+#[test]
+fn an_iterator_starting_before_an_in_place_update_is_visible_never_reads_below_it() {
+    let db = db_with_a_record();
+    let (inserted, inserted_here) = channel();
+    let writer = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let watcher = Arc::clone(&db);
+            RACE_HOOK.with(|cell| {
+                *cell.borrow_mut() = Some(Box::new(move |at| {
+                    if at == "write: inserted" {
+                        let _ = inserted.send(());
+                        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                        while counter(&watcher, "membuffer_scan_waits") == 0
+                            && std::time::Instant::now() < deadline
+                        {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                }));
+            });
+            db.put(KEY, b"v2").unwrap();
+            RACE_HOOK.with(|cell| cell.borrow_mut().take());
+        })
+    };
+    inserted_here
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the writer never inserted");
+    assert_eq!(counter(&db, "membuffer_dropped_versions"), 1);
+    let mut iterator = db
+        .cursor(&crate::options::ReadOptions::default(), None, None)
+        .unwrap();
+    iterator.seek(KEY);
+    let value = iterator.valid().then(|| iterator.value().to_vec());
+    drop(iterator);
+    writer.join().unwrap();
+    assert_eq!(value.as_deref(), Some(&b"v2"[..]), "never v0 (or v1)");
+    assert_eq!(counter(&db, "membuffer_scan_waits"), 1);
+}
+
+/// With no update announced above its read point, an iterator keeps the read point it took
+/// first and never waits.
+#[test]
+fn an_iterator_with_no_update_in_flight_never_waits() {
+    let db = db_with_a_record();
+    db.put(KEY, b"v2").unwrap();
+    let mut iterator = db
+        .cursor(&crate::options::ReadOptions::default(), None, None)
+        .unwrap();
+    iterator.seek(KEY);
+    assert_eq!(iterator.value(), b"v2");
+    drop(iterator);
+    assert_eq!(counter(&db, "membuffer_scan_waits"), 0);
+}
