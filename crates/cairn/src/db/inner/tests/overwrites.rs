@@ -44,6 +44,39 @@ fn membuffer_writes(db: &Db) -> u64 {
     counter(db, "membuffer_writes")
 }
 
+/// Starts a put of `KEY` = `v2` on another thread and returns once it has rewritten the
+/// record in place, dropping v1, but is not yet visible: it stays there until counter
+/// `released_by` grows (the reader noticed), or for 20 s.
+fn update_paused_until(db: &Arc<Db>, released_by: &'static str) -> std::thread::JoinHandle<()> {
+    let (inserted, inserted_here) = channel();
+    let writer = {
+        let db = Arc::clone(db);
+        std::thread::spawn(move || {
+            let watcher = Arc::clone(&db);
+            RACE_HOOK.with(|cell| {
+                *cell.borrow_mut() = Some(Box::new(move |at| {
+                    if at == "write: inserted" {
+                        let _ = inserted.send(());
+                        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                        while counter(&watcher, released_by) == 0
+                            && std::time::Instant::now() < deadline
+                        {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                }));
+            });
+            db.put(KEY, b"v2").unwrap();
+            RACE_HOOK.with(|cell| cell.borrow_mut().take());
+        })
+    };
+    inserted_here
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the writer never inserted");
+    assert_eq!(counter(db, "membuffer_dropped_versions"), 1);
+    writer
+}
+
 /// Runs `read` on a thread that stops at race point `point` until the main thread has
 /// written `KEY` = `v2`; returns what `read` returned.
 fn read_across_an_update(
@@ -161,32 +194,7 @@ fn a_snapshot_keeps_the_version_an_in_place_update_replaces() {
 #[test]
 fn a_get_starting_before_an_in_place_update_is_visible_never_reads_below_it() {
     let db = db_with_a_record();
-    let (inserted, inserted_here) = channel();
-    let writer = {
-        let db = Arc::clone(&db);
-        std::thread::spawn(move || {
-            let watcher = Arc::clone(&db);
-            RACE_HOOK.with(|cell| {
-                *cell.borrow_mut() = Some(Box::new(move |at| {
-                    if at == "write: inserted" {
-                        let _ = inserted.send(());
-                        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-                        while counter(&watcher, "membuffer_read_retries") == 0
-                            && std::time::Instant::now() < deadline
-                        {
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                    }
-                }));
-            });
-            db.put(KEY, b"v2").unwrap();
-            RACE_HOOK.with(|cell| cell.borrow_mut().take());
-        })
-    };
-    inserted_here
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the writer never inserted");
-    assert_eq!(counter(&db, "membuffer_dropped_versions"), 1);
+    let writer = update_paused_until(&db, "membuffer_read_retries");
     let value = db.get(KEY).unwrap();
     writer.join().unwrap();
     assert!(
@@ -203,32 +211,7 @@ fn a_get_starting_before_an_in_place_update_is_visible_never_reads_below_it() {
 #[test]
 fn an_iterator_starting_before_an_in_place_update_is_visible_never_reads_below_it() {
     let db = db_with_a_record();
-    let (inserted, inserted_here) = channel();
-    let writer = {
-        let db = Arc::clone(&db);
-        std::thread::spawn(move || {
-            let watcher = Arc::clone(&db);
-            RACE_HOOK.with(|cell| {
-                *cell.borrow_mut() = Some(Box::new(move |at| {
-                    if at == "write: inserted" {
-                        let _ = inserted.send(());
-                        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-                        while counter(&watcher, "membuffer_scan_waits") == 0
-                            && std::time::Instant::now() < deadline
-                        {
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                    }
-                }));
-            });
-            db.put(KEY, b"v2").unwrap();
-            RACE_HOOK.with(|cell| cell.borrow_mut().take());
-        })
-    };
-    inserted_here
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the writer never inserted");
-    assert_eq!(counter(&db, "membuffer_dropped_versions"), 1);
+    let writer = update_paused_until(&db, "membuffer_scan_waits");
     let mut iterator = db
         .cursor(&crate::options::ReadOptions::default(), None, None)
         .unwrap();
