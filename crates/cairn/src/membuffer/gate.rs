@@ -40,9 +40,9 @@
 //! makes it report a conflict and retry.
 //!
 //! Thread-safety contract: every method takes `&self` from any thread. Updates (`may_drop`)
-//! raise their stripe of `announced`, then load every stripe of `pending` after a `SeqCst`
-//! fence, and write one mark; readers load one mark; holds increment and decrement their thread's stripe of
-//! `pending` (`crate::sync::thread_stripe`), so two threads scanning at once usually write
+//! raise their stripe of `announced`, then load every stripe of `pending` and the newest
+//! snapshot after a `SeqCst` fence, and write one mark; readers load one mark; holds
+//! increment and decrement their thread's stripe of `pending` (`crate::sync::thread_stripe`), so two threads scanning at once usually write
 //! different cache lines: a hold is a reader's, and readers should not contend.
 //!
 //! Invariants:
@@ -149,9 +149,6 @@ impl OverwriteGate {
     /// before it is rewritten.
     pub(crate) fn may_drop(&self, hash: u64, old: SequenceNumber, new: SequenceNumber) -> bool {
         debug_assert!(old < new, "an update is newer than the version it replaces");
-        if self.snapshots.newest().is_some_and(|newest| newest >= old) {
-            return false;
-        }
         // Invariant 4: announced before `pending` is loaded.
         let stripe = crate::sync::thread_stripe() & (HOLD_STRIPES - 1);
         if let Some(announced) = self.announced.get(stripe) {
@@ -166,6 +163,13 @@ impl OverwriteGate {
             .iter()
             .any(|stripe| stripe.load(Ordering::SeqCst) != 0)
         {
+            return false;
+        }
+        // After `pending`, not before: a snapshot registers inside a hold, so an update that
+        // reads `pending` after that hold ended sees the snapshot here. Loaded first, it
+        // could miss a snapshot that registered (at a point above `old`, below `new`) and
+        // released its hold between the two loads.
+        if self.snapshots.newest().is_some_and(|newest| newest >= old) {
             return false;
         }
         let Some(mark) = self.mark(hash) else {
@@ -242,16 +246,19 @@ mod tests {
         assert_eq!(gate.stale(7 + MARK_BUCKETS as u64, 11), Some(12));
     }
 
-    /// An update announces its new sequence before it looks for holds, whether it then drops
-    /// or not (invariant 4); one a snapshot refuses announces nothing.
+    /// An update announces its new sequence before it looks for holds or snapshots, whether
+    /// it then drops or not (invariant 4).
     #[test]
     fn updates_announce_their_sequence_before_looking_for_holds() {
         let snapshots = Arc::new(SnapshotList::default());
         let gate = OverwriteGate::new(Arc::clone(&snapshots));
         assert!(gate.announced_at_most(0));
         let snapshot = snapshots.acquire(|| 6);
-        assert!(!gate.may_drop(1, 5, 9));
-        assert!(gate.announced_at_most(0), "refused by the snapshot first");
+        assert!(!gate.may_drop(1, 5, 7));
+        assert!(
+            !gate.announced_at_most(6),
+            "refused by the snapshot, announced all the same"
+        );
         drop(snapshot);
         {
             let _hold = gate.hold();
