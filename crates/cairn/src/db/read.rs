@@ -235,22 +235,18 @@ impl DbInner {
     /// `hold_overwrites` only if an update announced a sequence above the read point
     /// (`membuffer::gate`, step 2) — then a new read point is taken after it.
     fn iterator_read_point(&self) -> (SequenceNumber, Arc<SuperVersion>, Option<GateHold<'_>>) {
-        let (sequence, super_version) = self.read_point();
+        let (mut sequence, mut super_version) = self.read_point();
         let Some(gate) = self.overwrite_gate.as_ref() else {
             return (sequence, arc_swap::Guard::into_inner(super_version), None);
         };
         let hold = gate.hold();
-        if gate.announced_at_most(sequence) {
-            return (
-                sequence,
-                arc_swap::Guard::into_inner(super_version),
-                Some(hold),
-            );
+        if !gate.announced_at_most(sequence) {
+            // Not held across the wait: a guard pins the super version it loaded.
+            drop(super_version);
+            Counters::add(&self.counters.membuffer.scan_waits, 1);
+            self.wait_reserved_visible();
+            (sequence, super_version) = self.read_point();
         }
-        drop(super_version);
-        Counters::add(&self.counters.membuffer.scan_waits, 1);
-        self.wait_reserved_visible();
-        let (sequence, super_version) = self.read_point();
         (
             sequence,
             arc_swap::Guard::into_inner(super_version),
