@@ -215,6 +215,7 @@ impl EpochTable {
                     return EpochGuard {
                         table: self,
                         kind: GuardKind::Nested,
+                        _pinned_here: std::marker::PhantomData,
                     };
                 }
                 let epoch = self.global.load(Ordering::SeqCst);
@@ -226,6 +227,7 @@ impl EpochTable {
                 EpochGuard {
                     table: self,
                     kind: GuardKind::Slot(slot),
+                    _pinned_here: std::marker::PhantomData,
                 }
             }
             None => {
@@ -240,6 +242,7 @@ impl EpochTable {
                 EpochGuard {
                     table: self,
                     kind: GuardKind::Overflow(epoch),
+                    _pinned_here: std::marker::PhantomData,
                 }
             }
         }
@@ -354,6 +357,8 @@ enum GuardKind<'table> {
 pub struct EpochGuard<'table> {
     table: &'table EpochTable,
     kind: GuardKind<'table>,
+    /// Not `Send`: the guard unpins the slot of the thread that pinned (module contract).
+    _pinned_here: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for EpochGuard<'_> {

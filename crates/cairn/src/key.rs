@@ -167,6 +167,20 @@ pub fn check_key(key: &[u8]) -> crate::Result<()> {
     Ok(())
 }
 
+/// Checks a cursor bound: a key, or the key just after one (a zero byte appended, as
+/// `Db::range` makes an inclusive upper or exclusive lower bound), so one byte longer than
+/// the longest key. A bound is never stored; the limit only keeps its copies bounded.
+pub(crate) fn check_bound(bound: &[u8]) -> crate::Result<()> {
+    if bound.len() > KEY_BYTES_MAX + 1 {
+        return Err(crate::Error::InvalidArgument(format!(
+            "bound of {} bytes exceeds the limit of {} bytes (the longest key and one)",
+            bound.len(),
+            KEY_BYTES_MAX + 1
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a value against the limits.
 pub fn check_value(value: &[u8]) -> crate::Result<()> {
     if value.len() > VALUE_BYTES_MAX {

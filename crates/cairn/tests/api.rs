@@ -123,3 +123,26 @@ fn db_and_memstore_share_shapes() {
     assert_eq!(db.put_if_absent("k", "1").unwrap(), WriteOutcome::Written);
     assert_eq!(db.put_if_absent("k", "2").unwrap(), WriteOutcome::Unchanged);
 }
+
+/// Bug (found in review): an inclusive upper bound or an exclusive lower bound becomes the
+/// next key (a zero byte appended), and that derived bound was checked against the key
+/// limit, so a range over a key of the largest allowed length was refused. A bound longer
+/// than any key is still refused.
+#[test]
+fn ranges_bounded_by_a_key_of_the_largest_length_are_accepted() {
+    let db = Db::open("/db", Options::in_memory()).unwrap();
+    let longest = vec![b'k'; cairn::KEY_BYTES_MAX];
+    db.put(&longest, "v").unwrap();
+    db.put("z", "v").unwrap();
+    let at_most = db.range(longest.as_slice()..=longest.as_slice()).unwrap();
+    assert_eq!(at_most.count(), 1);
+    let after = db
+        .range::<[u8], _>((Bound::Excluded(longest.as_slice()), Bound::Unbounded))
+        .unwrap();
+    assert_eq!(keys(after), ["z"]);
+    let too_long = vec![b'k'; cairn::KEY_BYTES_MAX + 1];
+    assert!(db.range(too_long.as_slice()..).is_err());
+    assert!(db
+        .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(too_long.as_slice())))
+        .is_err());
+}

@@ -410,11 +410,8 @@ impl DbInner {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Result<DbIterator> {
-        if let Some(key) = lower {
-            check_key(key)?;
-        }
-        if let Some(key) = upper {
-            check_key(key)?;
+        for bound in [lower, upper].into_iter().flatten() {
+            crate::key::check_bound(bound)?;
         }
         // An iterator holds the overwrite gate until the Membuffer is drained into the
         // memtable it iterates (`membuffer::gate`, step 2): here for the sealed buffers, in

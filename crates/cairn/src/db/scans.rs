@@ -11,9 +11,10 @@
 use super::{bound_bytes, Db};
 use crate::db_iter::{DbIterator, RangeIter};
 use crate::error::Result;
+use crate::key::check_key;
 use crate::options::ReadOptions;
 use crate::snapshot::Snapshot;
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 
 impl Db {
     /// A seekable cursor (the low-level form of [`Db::range`]) over the latest state, or
@@ -88,10 +89,17 @@ impl Db {
         options: &ReadOptions,
         range: R,
     ) -> Result<RangeIter> {
-        let (lower, upper) = RangeIter::cursor_bounds(
+        let (start, end) = (
             bound_bytes(range.start_bound()),
             bound_bytes(range.end_bound()),
         );
+        // The caller's bounds are keys; the cursor's may be one byte longer (`check_bound`).
+        for bound in [start, end] {
+            if let Bound::Included(key) | Bound::Excluded(key) = bound {
+                check_key(key)?;
+            }
+        }
+        let (lower, upper) = RangeIter::cursor_bounds(start, end);
         let cursor = self.cursor(options, lower.as_deref(), upper.as_deref())?;
         Ok(RangeIter::new(cursor))
     }

@@ -33,15 +33,18 @@
 //!    iterator waits as above and takes a new read point. Read-mostly phases then pay one
 //!    load per stripe instead of the wait (YCSB E's scans with inserts only never wait).
 //! 3. **Registered snapshots block drops below them**: an update drops `o` only if no live
-//!    snapshot is at or above `o` (`SnapshotList::newest`).
+//!    snapshot is at or above `o` (`SnapshotList::newest`). A snapshot iterator takes a
+//!    hold before its snapshot may be released, and an update loads the holds both before
+//!    and after the snapshot, so a version passed from the snapshot to the hold is never
+//!    seen unprotected.
 //!
 //! Reads at an explicit snapshot never validate: by 2 and 3 no version they can see is
 //! dropped. Read-modify-write validation reads at its own reserved point: a drop there only
 //! makes it report a conflict and retry.
 //!
 //! Thread-safety contract: every method takes `&self` from any thread. Updates (`may_drop`)
-//! raise their stripe of `announced`, then load every stripe of `pending` and the newest
-//! snapshot after a `SeqCst` fence, and write one mark; readers load one mark; holds
+//! raise their stripe of `announced`, then load every stripe of `pending`, the newest
+//! snapshot and `pending` again after a `SeqCst` fence, and write one mark; readers load one mark; holds
 //! increment and decrement their thread's stripe of `pending` (`crate::sync::thread_stripe`), so two threads scanning at once usually write
 //! different cache lines: a hold is a reader's, and readers should not contend.
 //!
@@ -158,13 +161,11 @@ impl OverwriteGate {
         // later loads see our reservation and our announcement (module documentation,
         // step 2).
         fence(Ordering::SeqCst);
-        if self
-            .pending
-            .iter()
-            .any(|stripe| stripe.load(Ordering::SeqCst) != 0)
-        {
+        if self.held() {
             return false;
         }
+        #[cfg(test)]
+        tests::run_drop_hook();
         // After `pending`, not before: a snapshot registers inside a hold, so an update that
         // reads `pending` after that hold ended sees the snapshot here. Loaded first, it
         // could miss a snapshot that registered (at a point above `old`, below `new`) and
@@ -172,11 +173,26 @@ impl OverwriteGate {
         if self.snapshots.newest().is_some_and(|newest| newest >= old) {
             return false;
         }
+        // And `pending` once more, after the snapshot: a snapshot iterator takes its hold
+        // while its snapshot stands, then the snapshot may be released (invariant 2 hands
+        // the version from one to the other). The first load may precede that hold and the
+        // snapshot load follow the release; the release's store is sequenced after the hold,
+        // so a load after the snapshot load sees the hold.
+        if self.held() {
+            return false;
+        }
         let Some(mark) = self.mark(hash) else {
             return false;
         };
         mark.fetch_max(new, Ordering::AcqRel);
         true
+    }
+
+    /// Whether any hold is active (invariant 2).
+    fn held(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|stripe| stripe.load(Ordering::SeqCst) != 0)
     }
 
     /// Some(mark) if an update above `sequence` may have dropped a version of the key with
@@ -224,6 +240,60 @@ impl OverwriteGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// This thread's drop hook: run by `may_drop` on this thread between its load of the
+        /// holds and its load of the newest snapshot, so a test can act inside that window.
+        static DROP_HOOK: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
+    }
+
+    /// Runs this thread's drop hook, if any, once (it is taken out).
+    pub(super) fn run_drop_hook() {
+        if let Some(mut hook) = DROP_HOOK.with(|cell| cell.borrow_mut().take()) {
+            hook();
+        }
+    }
+
+    /// Bug (found in review): a snapshot iterator takes its hold while its snapshot stands
+    /// and may outlive the snapshot. An update that loaded the holds before that hold began
+    /// and the newest snapshot after the snapshot was released saw neither, and dropped a
+    /// version the iterator still needs.
+    #[test]
+    fn a_hold_taken_before_its_snapshot_is_released_blocks_drops() {
+        let snapshots = Arc::new(SnapshotList::default());
+        let gate = Arc::new(OverwriteGate::new(Arc::clone(&snapshots)));
+        let snapshot = snapshots.acquire(|| 6);
+        let hold = Arc::new(std::sync::Mutex::new(None));
+        DROP_HOOK.with(|cell| {
+            let (gate, hold) = (Arc::clone(&gate), Arc::clone(&hold));
+            let mut snapshot = Some(snapshot);
+            *cell.borrow_mut() = Some(Box::new(move || {
+                // On another thread, as a reader's would be: the hold, then the release.
+                let gate = Arc::clone(&gate);
+                let snapshot = snapshot.take();
+                let taken = std::thread::spawn(move || {
+                    let taken = gate.hold().detach();
+                    drop(snapshot);
+                    taken
+                })
+                .join()
+                .expect("the reader ran");
+                *hold.lock().expect("not poisoned") = Some(taken);
+            }));
+        });
+        assert!(
+            !gate.may_drop(7, 5, 9),
+            "version 5 was kept by a snapshot at 6, then by a hold, at every moment"
+        );
+        let taken = hold
+            .lock()
+            .expect("not poisoned")
+            .take()
+            .expect("the hook ran");
+        gate.release(taken);
+        assert!(gate.may_drop(7, 9, 12), "nothing keeps version 9");
+    }
 
     #[test]
     fn holds_and_snapshots_block_drops_and_drops_raise_marks() {

@@ -600,9 +600,17 @@ impl Membuffer {
         let fresh = self.new_table(bytes, record_bytes, partitions);
         // Invariant 2: only the lock holder sets `draining`, and it clears it before leaving.
         debug_assert!(partition.draining.load(Ordering::SeqCst).is_null());
+        // Counted before the fresh table is installed: a scan that loads the count and finds
+        // it grown later piggybacks on this drain (`scan` module documentation), which is
+        // right only if no version the scan needs can be in the fresh table. One that loaded
+        // the count before this increment took its read point before the fresh table
+        // existed, so nothing at or below that point is there; one that loaded it after
+        // drains the fresh table itself.
+        partition.swaps.fetch_add(1, Ordering::SeqCst);
         partition.draining.store(old, Ordering::SeqCst);
         partition.current.store(fresh, Ordering::SeqCst);
-        partition.swaps.fetch_add(1, Ordering::SeqCst);
+        #[cfg(test)]
+        tests::run_swap_hook();
         // Sealed now, not when the move starts: a writer that loaded the old table before the
         // swap goes to the fresh one instead of entering a table whose move a writer may
         // have deferred (`DeferredDrain`): only writers already inside add to it, as with an

@@ -5,8 +5,25 @@ use super::{Membuffer, MembufferConfig};
 use crate::key::{ValueKind, SEQUENCE_MAX};
 use crate::memtable::Memtable;
 use crate::stats::MembufferCounters;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+thread_local! {
+    /// This thread's swap hook: run by a drain on this thread just after it installed the
+    /// partition's fresh table (`swap_locked`), so a test can act inside that window.
+    static SWAP_HOOK: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
+}
+
+/// Runs this thread's swap hook, if any (taken out while it runs: a drain inside the hook
+/// does not run it again).
+pub(super) fn run_swap_hook() {
+    let hook = SWAP_HOOK.with(|cell| cell.borrow_mut().take());
+    if let Some(mut hook) = hook {
+        hook();
+        SWAP_HOOK.with(|cell| *cell.borrow_mut() = Some(hook));
+    }
+}
 
 fn config(budget_bytes: usize, multi_insert: bool, drainers: usize) -> MembufferConfig {
     MembufferConfig {
@@ -478,5 +495,62 @@ fn a_deferred_drain_keeps_the_partition_writable_and_moves_everything_when_dropp
     assert_eq!(
         read(&membuffer, &memtable, &key, sequence),
         Some((sequence, sequence.to_le_bytes().to_vec()))
+    );
+}
+
+/// Bug (found in review): a drain installed the fresh table before it counted the swap, so
+/// a scan (or the flush's `drain_all`) that loaded the swap count in between piggybacked on
+/// that drain and skipped the fresh table, though a version written there before the scan's
+/// read point belongs to it: the flush then left an acknowledged write out of its table.
+/// Here a version lands in the fresh table inside that window, a second thread's
+/// `drain_all` loads the count and waits for the lock, and the version must reach the
+/// memtable.
+#[test]
+fn a_drain_racing_a_swap_moves_what_the_fresh_table_took_before_it() {
+    let memtable = Arc::new(Memtable::with_capacity(1 << 20));
+    let membuffer = Arc::new(Membuffer::new(config(64 << 10, true, 0)));
+    let mut sequence = 1;
+    // The sample (16 keys, to the memtable), then a version of each in the Membuffer: every
+    // partition holds some.
+    for key in (0..16u64).chain(0..16) {
+        if !membuffer.insert(
+            &memtable,
+            &key.to_be_bytes(),
+            sequence,
+            ValueKind::Put,
+            b"v",
+        ) {
+            memtable.insert(&key.to_be_bytes(), sequence, ValueKind::Put, b"v");
+        }
+        sequence += 1;
+    }
+    let key = 1u64.to_be_bytes();
+    let partition = membuffer.partition_of(&key);
+    let late = sequence;
+    let racer = Arc::new(std::sync::Mutex::new(None));
+    SWAP_HOOK.with(|cell| {
+        let (membuffer, memtable, racer) = (
+            Arc::clone(&membuffer),
+            Arc::clone(&memtable),
+            Arc::clone(&racer),
+        );
+        *cell.borrow_mut() = Some(Box::new(move || {
+            // Lands in the fresh table: writers never wait for the drain lock.
+            assert!(membuffer.insert(&memtable, &key, late, ValueKind::Put, b"late"));
+            let (membuffer, memtable) = (Arc::clone(&membuffer), Arc::clone(&memtable));
+            let handle = std::thread::spawn(move || membuffer.drain_all(&memtable));
+            // Long enough for `drain_all` to load the swap count and block on the lock.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            *racer.lock().unwrap() = Some(handle);
+        }));
+    });
+    membuffer.drain_again_for_scan(partition, &memtable);
+    SWAP_HOOK.with(|cell| cell.borrow_mut().take());
+    let handle = racer.lock().unwrap().take().expect("the hook ran");
+    handle.join().expect("drain_all finished");
+    assert_eq!(
+        memtable.get_entry(&key, SEQUENCE_MAX).map(|entry| entry.0),
+        Some(late),
+        "the version the fresh table took before drain_all began is in the memtable"
     );
 }
