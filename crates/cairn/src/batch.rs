@@ -272,6 +272,15 @@ impl<'a> DecodedBatch<'a> {
         let mut reader = Reader::new(payload);
         let first_sequence = reader.u64().ok_or("batch header truncated")?;
         let count = reader.u32().ok_or("batch header truncated")?;
+        // Read from disk: a sequence past the largest one a key can carry would wrap or be
+        // cut short further on.
+        let last = first_sequence.checked_add(u64::from(count.max(1)) - 1);
+        if first_sequence == 0 || last.is_none_or(|last| last > crate::key::SEQUENCE_MAX) {
+            return Err(format!(
+                "batch sequences {first_sequence}.. ({count} entries) outside 1..={}",
+                crate::key::SEQUENCE_MAX
+            ));
+        }
         let entries = payload
             .get(BATCH_HEADER_BYTES..)
             .ok_or("batch header truncated")?;
@@ -402,9 +411,16 @@ mod tests {
         );
         assert_eq!(delete.representation.capacity(), delete.size_bytes());
         // The in-place header matches what decoding expects.
-        let encoded = put.encode(u64::MAX - 1).to_vec();
+        let last = crate::key::SEQUENCE_MAX;
+        let encoded = put.encode(last).to_vec();
         let decoded = DecodedBatch::decode(&encoded).unwrap();
-        assert_eq!((decoded.first_sequence, decoded.count), (u64::MAX - 1, 1));
+        assert_eq!((decoded.first_sequence, decoded.count), (last, 1));
+        // Sequences no key can carry (read from a damaged or crafted log) are refused.
+        for first in [0, last + 1, u64::MAX] {
+            let mut put = WriteBatch::new();
+            put.put(b"k", b"v");
+            assert!(DecodedBatch::decode(put.encode(first)).is_err(), "{first}");
+        }
         assert!(WriteBatch::with_capacity(0).is_empty());
     }
 

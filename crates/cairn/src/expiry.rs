@@ -21,6 +21,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Bytes of the expiry prefix of a stored `PutWithExpiry` value.
 pub const EXPIRY_BYTES: usize = 8;
 
+/// The longest value stored in a memtable, a table or the WAL: a user's value of
+/// `crate::key::VALUE_BYTES_MAX` and, for an expiring put, its expiry prefix.
+pub(crate) const STORED_VALUE_BYTES_MAX: usize = crate::key::VALUE_BYTES_MAX + EXPIRY_BYTES;
+
+/// Checks a stored value (a user's value with its expiry prefix, if any) against
+/// `STORED_VALUE_BYTES_MAX`: what reaches a table was checked as a user's value at the door.
+pub(crate) fn check_stored_value(value: &[u8]) -> crate::Result<()> {
+    if value.len() > STORED_VALUE_BYTES_MAX {
+        return Err(crate::Error::InvalidArgument(format!(
+            "stored value of {} bytes exceeds the limit of {STORED_VALUE_BYTES_MAX} bytes",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Milliseconds since the Unix epoch of `time` (0 for times before the epoch, which are thus
 /// already expired; saturating far in the future).
 pub fn to_millis(time: SystemTime) -> u64 {

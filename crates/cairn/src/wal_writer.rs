@@ -533,6 +533,12 @@ impl Log {
 
     /// Writes every published record. Caller holds `leader`. Never syncs (invariant 8).
     fn lead(&self, state: &mut LeaderState) -> Result<()> {
+        // Checked under the role: a writer that saw no failure before it took the role may
+        // lead after a failed append, and the file may hold part of what that append wrote
+        // (and buffer the rest): writing from the old offset again would log records twice.
+        if let Some(error) = self.failed.get() {
+            return Err(error.clone());
+        }
         if let Some(previous) = state.previous_unwritten.as_ref() {
             // Invariant 4: the predecessor's records come first in the sequence order.
             previous.finish()?;
@@ -615,6 +621,11 @@ impl Log {
                     .leader
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+                // As in `lead`: after a failed append the file may still buffer part of it,
+                // which a sync would write out again.
+                if let Some(error) = self.failed.get() {
+                    return Err(error.clone());
+                }
                 // A retired log's file is gone (`take`n), and it needs no sync.
                 state.file.as_mut().map_or(Ok(()), |file| file.sync())
             }

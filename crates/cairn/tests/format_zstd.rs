@@ -140,3 +140,25 @@ fn a_zstd_database_round_trips_through_flush_compaction_and_reopen() {
         Some(format!("v{}", 1234 % 7).repeat(20).into_bytes())
     );
 }
+
+/// Bug (found in review): the reader refused a zstd block that claimed more than 1,024 times
+/// its stored size (plus 1 MiB) as corrupt, but zstd compresses runs of one byte far better
+/// than that (4 MiB of zeros to a few hundred bytes), so a database holding such a value
+/// wrote a table it could never read again, and every compaction of it failed.
+#[test]
+fn a_block_zstd_shrinks_beyond_a_thousandfold_reads_back() {
+    let fs = MemFs::new();
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs.clone());
+    options.compression = Compression::Zstd;
+    let db = Db::open("/db", options.clone()).unwrap();
+    let zeros = vec![0u8; 4 << 20];
+    db.put("zeros", &zeros).unwrap();
+    db.put("other", "v").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get("zeros").unwrap(), Some(zeros.clone()));
+    db.compact_range(None, None).unwrap();
+    drop(db);
+    let db = Db::open("/db", options).unwrap();
+    assert_eq!(db.get("zeros").unwrap(), Some(zeros));
+}

@@ -54,13 +54,27 @@ impl DbInner {
             ..VersionEdit::default()
         };
         for level in 0..version.level_count() {
-            for file in version.files(level) {
-                file_system.hard_link(
-                    &filename::table_path(&self.directory, file.number),
-                    &filename::table_path(destination, file.number),
-                )?;
-                checkpoint.reserve_file_numbers_through(file.number);
-                edit.added_files.push((level, AddedFile::from_meta(file)));
+            let runs = version.level(level);
+            for (index, run) in runs.runs().enumerate() {
+                // Each file with its run, as the MANIFEST records them: without it the
+                // level's runs would fold into one. Level-0 run ids are file numbers.
+                let run_id = runs.run_id(index).filter(|_| level > 0);
+                if let Some(id) = run_id {
+                    // Run ids share the file numbers' space: a run made later in the copy
+                    // must get a larger id than every run it holds now.
+                    checkpoint.reserve_file_numbers_through(id);
+                }
+                for file in run.files() {
+                    file_system.hard_link(
+                        &filename::table_path(&self.directory, file.number),
+                        &filename::table_path(destination, file.number),
+                    )?;
+                    checkpoint.reserve_file_numbers_through(file.number);
+                    edit.added_files.push((level, AddedFile::from_meta(file)));
+                    if let Some(id) = run_id {
+                        edit.file_runs.push((file.number, id));
+                    }
+                }
             }
         }
         file_system.sync_dir(destination)?;

@@ -140,7 +140,10 @@ impl DbInner {
             // WALs are numbered in switch order, so every buffer still unflushed has a WAL
             // numbered above this one's.
             log_number: Some(oldest.wal_number() + 1),
-            last_sequence: Some(self.visible()),
+            // The buffer's own last sequence, not the visible one: later writes are in later
+            // buffers and WALs (replayed at open, which takes the larger), and a checkpoint
+            // reports this as the sequence its copy holds exactly.
+            last_sequence: oldest.last_sequence(),
             added_files: outputs.into_iter().map(|file| (0, file)).collect(),
             ..VersionEdit::default()
         };

@@ -106,6 +106,8 @@ impl DbInner {
         // this one then, no buffer was sealed or flushed in between.
         let read_super_version = self.super_version.load();
         let read = self.latest_version_hinted(&read_super_version, key)?;
+        // Tests: a write between the read and the reservation.
+        self.race_point("rmw: read");
         let read_version = read.found.as_ref().map(|(version, _, _)| *version);
         let current = read
             .found
@@ -129,6 +131,8 @@ impl DbInner {
             sequence >= horizon,
             "a sequence below the horizon was handed out"
         );
+        // Tests: a write between the reservation and the validation.
+        self.race_point("rmw: reserved");
         let validation =
             self.validate(key, horizon, sequence, attempts, &read_super_version, &read);
         if let Validation::Valid = validation {
@@ -195,7 +199,7 @@ impl DbInner {
                 Some(version) => Some(version) == read_version,
                 None => !read.in_memory,
             };
-            return if unchanged {
+            return if unchanged && !self.dropped_since_read(key, sequence) {
                 Validation::Valid
             } else {
                 Validation::Conflict
@@ -203,11 +207,25 @@ impl DbInner {
         }
         match self.get_version(key, Some(sequence - 1)) {
             Ok(found) if found.as_ref().map(|(version, _, _)| *version) == read_version => {
-                Validation::Valid
+                if self.dropped_since_read(key, sequence) {
+                    Validation::Conflict
+                } else {
+                    Validation::Valid
+                }
             }
             Ok(_) => Validation::Conflict,
             Err(error) => Validation::Failed(error),
         }
+    }
+
+    /// Whether a Membuffer update at or above `sequence` may have dropped a version of `key`
+    /// below it (`membuffer::gate`, step 1): a put that landed after the read and was
+    /// replaced in place before the lookup above, which then finds the version the attempt
+    /// read and would call it unchanged. Called after that lookup: the drop raised the mark
+    /// before it rewrote the record the lookup passed over. False alarms (another key's drop
+    /// in the bucket) cost a retry.
+    fn dropped_since_read(&self, key: &[u8], sequence: SequenceNumber) -> bool {
+        self.read_may_be_stale(key, sequence - 1)
     }
 
     /// Step 5 of a valid attempt: log and insert the new version (hinted: the hint is used

@@ -39,8 +39,10 @@
 //!    seen unprotected.
 //!
 //! Reads at an explicit snapshot never validate: by 2 and 3 no version they can see is
-//! dropped. Read-modify-write validation reads at its own reserved point: a drop there only
-//! makes it report a conflict and retry.
+//! dropped. Read-modify-write validation reads below its own reserved point and then
+//! checks the key's mark as in step 1: a drop of a version written after its read (which
+//! would leave the lookup finding the version it read) makes it report a conflict and
+//! retry.
 //!
 //! Thread-safety contract: every method takes `&self` from any thread. Updates (`may_drop`)
 //! raise their stripe of `announced`, then load every stripe of `pending`, the newest

@@ -47,7 +47,7 @@ impl Memtable {
     ) {
         self.check_not_gathered();
         debug_assert!(user_key.len() <= crate::key::KEY_BYTES_MAX);
-        debug_assert!(value.len() <= crate::key::VALUE_BYTES_MAX);
+        debug_assert!(value.len() <= crate::expiry::STORED_VALUE_BYTES_MAX);
         let trailer_bytes: [u8; TRAILER_BYTES] =
             crate::key::pack_trailer(sequence, kind).to_le_bytes();
         let key_parts = [user_key, &trailer_bytes[..]];

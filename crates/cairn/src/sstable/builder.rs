@@ -118,7 +118,7 @@ impl TableBuilder {
             )));
         };
         key::check_key(parsed.user_key)?;
-        key::check_value(value)?;
+        crate::expiry::check_stored_value(value)?;
         let in_order = self.properties.entry_count == 0
             || compare_internal_keys(&self.last_key, internal_key) == Ordering::Less;
         debug_assert!(in_order, "table keys must strictly increase");

@@ -282,6 +282,17 @@ pub fn encode_block(raw: &[u8], compression: Compression) -> EncodedBlock {
     EncodedBlock { bytes, stored_size }
 }
 
+/// The largest raw block a builder writes: a block is closed once it reaches
+/// `block_size_bytes` (at most 64 MiB), so it holds at most that much before its last entry,
+/// one entry (the longest key, the longest value with its expiry prefix, their trailer and
+/// length headers) and its restart array (at most one offset per entry of at least 8 bytes,
+/// bounded by the same size again).
+pub(crate) const BLOCK_RAW_BYTES_MAX: usize = 2 * (64 << 20)
+    + crate::key::KEY_BYTES_MAX
+    + crate::key::VALUE_BYTES_MAX
+    + crate::expiry::EXPIRY_BYTES
+    + 64;
+
 /// `raw_length u32 ++ zstd frame`, or `None` if zstd fails (the block is then stored as is)
 /// or the block is too large for the prefix.
 fn zstd_compress(raw: &[u8]) -> Option<Vec<u8>> {
@@ -298,15 +309,23 @@ fn zstd_decompress(stored: &[u8], corrupt: &dyn Fn(String) -> Error) -> Result<V
     let declared = coding::get_u32(stored, 0)
         .ok_or_else(|| corrupt("zstd block shorter than its size prefix".into()))?;
     let declared = declared as usize;
-    // Bounds the allocation below: a block is at most 64 MiB raw (`block_size_bytes`) plus
-    // one entry, and zstd's ratio is bounded too; a larger claim is corruption.
-    if declared > stored.len().saturating_mul(1024).saturating_add(1 << 20) {
+    let frame = stored.get(4..).unwrap_or_default();
+    // Bounds the allocation below by the largest block a builder writes. Not by a ratio to
+    // the stored size: zstd stores a run of one byte in a few bytes per 128 KiB, so a block
+    // of zeros shrinks far more than a thousandfold. The frame's own content size, when it
+    // records one (ours always do), must agree.
+    if declared > BLOCK_RAW_BYTES_MAX {
         return Err(corrupt(format!(
-            "zstd block claims {declared} raw bytes from {} stored bytes",
-            stored.len()
+            "zstd block claims {declared} raw bytes, more than a block can hold ({BLOCK_RAW_BYTES_MAX})"
         )));
     }
-    let frame = stored.get(4..).unwrap_or_default();
+    if let Ok(Some(content)) = zstd::zstd_safe::get_frame_content_size(frame) {
+        if content != declared as u64 {
+            return Err(corrupt(format!(
+                "zstd block claims {declared} raw bytes, its frame {content}"
+            )));
+        }
+    }
     let data = zstd::bulk::decompress(frame, declared)
         .map_err(|error| corrupt(format!("zstd decompression failed: {error}")))?;
     if data.len() != declared {

@@ -734,3 +734,40 @@ fn tables_are_shared_across_threads() {
         assert_eq!(thread.join().unwrap(), entries.len());
     }
 }
+
+/// Bug (found in review): a write checks an expiring value's limit without its 8-byte expiry
+/// prefix, but the table builder checked the stored value with it, so an acknowledged
+/// `put_with_expiry` of a value near `VALUE_BYTES_MAX` could never be flushed (and the
+/// database not reopened: recovery flushes through the same builder). The builder's limit is
+/// now the stored one.
+#[test]
+fn a_table_takes_an_expiring_value_of_the_largest_size() {
+    let fs = MemFs::new();
+    let path = Path::new("/expiring.sst");
+    let mut stored = 4_102_444_800_000u64.to_le_bytes().to_vec();
+    stored.resize(
+        crate::expiry::EXPIRY_BYTES + crate::key::VALUE_BYTES_MAX,
+        b'v',
+    );
+    let key = internal_key(b"k", 9, ValueKind::PutWithExpiry);
+    build(
+        &fs,
+        path,
+        &vec![(key.clone(), stored.clone())],
+        TableOptions::default(),
+    );
+    let table = open(&fs, path, None, true).unwrap();
+    let found = table.get(&internal_key(b"k", 9, ValueKind::SEEK)).unwrap();
+    assert_eq!(found.map(|(_, _, value)| value.len()), Some(stored.len()));
+    let mut oversized = stored;
+    oversized.push(b'v');
+    let mut builder = TableBuilder::new(
+        fs.create(Path::new("/over.sst")).unwrap(),
+        "/over.sst".into(),
+        TableOptions::default(),
+    );
+    assert!(
+        builder.add(&key, &oversized).is_err(),
+        "one byte more is refused"
+    );
+}

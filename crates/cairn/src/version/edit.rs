@@ -177,7 +177,12 @@ impl VersionEdit {
                     edit.next_file_number = Some(reader.u64().ok_or_else(truncated)?);
                 }
                 tag::LAST_SEQUENCE => {
-                    edit.last_sequence = Some(reader.u64().ok_or_else(truncated)?);
+                    let sequence = reader.u64().ok_or_else(truncated)?;
+                    // Above it, the next sequence would not fit a key (or would wrap).
+                    if sequence > crate::key::SEQUENCE_MAX {
+                        return Err(format!("last sequence {sequence} past the largest"));
+                    }
+                    edit.last_sequence = Some(sequence);
                 }
                 tag::COMPACT_POINTER => {
                     let level = reader.u8().ok_or_else(truncated)? as usize;

@@ -41,6 +41,27 @@ fn edit_round_trip_and_truncation() {
     }
 }
 
+/// Found in review: a last sequence read from a MANIFEST was taken whatever its value, and
+/// one no key can carry made the next sequence wrap (or panic in a checked build) at open.
+#[test]
+fn an_edit_with_a_last_sequence_past_the_largest_is_refused() {
+    for (sequence, accepted) in [
+        (crate::key::SEQUENCE_MAX, true),
+        (crate::key::SEQUENCE_MAX + 1, false),
+        (u64::MAX, false),
+    ] {
+        let edit = VersionEdit {
+            last_sequence: Some(sequence),
+            ..VersionEdit::default()
+        };
+        assert_eq!(
+            VersionEdit::decode(&edit.encode()).is_ok(),
+            accepted,
+            "{sequence}"
+        );
+    }
+}
+
 #[test]
 fn overlapping_files_in_a_level_are_rejected() {
     let base = Version::empty(3);

@@ -502,3 +502,45 @@ fn a_failed_sync_beside_the_leader_fails_every_later_write() {
         "a sync write after a failed sync"
     );
 }
+
+/// Bug (found in review): a lead never checked for an earlier failure once it held the role,
+/// so after an append that failed part way (ENOSPC writes half here), the next lead wrote
+/// the same records again from the old offset; replay then found a sequence gap and the
+/// database could not reopen after a transient error.
+#[test]
+fn a_lead_after_a_failed_append_writes_nothing_again() {
+    use crate::fs::fault::{FaultKind, FaultPlan};
+    use crate::fs::{FaultFs, FileSystem};
+    let fs = FaultFs::new();
+    let path = std::path::Path::new("/enospc.log");
+    let log = Log::new(
+        1,
+        path.to_path_buf(),
+        Some(fs.create(path).unwrap()),
+        1,
+        4096,
+        None,
+        Arc::new(StdAtomicU64::new(0)),
+    );
+    write_one(&log, false).unwrap();
+    fs.set_plan(FaultPlan::Matching {
+        operation: "append",
+        path_contains: "enospc",
+        skip: 0,
+        kind: FaultKind::Enospc,
+        crash: false,
+    });
+    let second = publish_one(&log);
+    assert!(
+        log.wait_durable(second, false).is_err(),
+        "the append failed"
+    );
+    fs.set_plan(FaultPlan::None);
+    let size = fs.file_contents(path).unwrap().len();
+    let _ = log.try_lead();
+    assert_eq!(
+        fs.file_contents(path).unwrap().len(),
+        size,
+        "a lead after the failure appended again"
+    );
+}

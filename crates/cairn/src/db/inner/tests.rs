@@ -412,3 +412,57 @@ fn stats_count_the_versions_the_membuffer_holds_until_a_flush_drains_them() {
 
 mod deferred_drain;
 mod overwrites;
+
+/// Bug (found in review): read-modify-write validated its read by looking the key up again
+/// below its own sequence, but a put that landed in the Membuffer after the read could be
+/// dropped by a newer put's in-place update before the validation looked: the lookup then
+/// found the version it had read, the attempt was valid, and the put it never saw was lost
+/// (`increment` returned 6, computed from 5 without the 100 written before it). Validation
+/// now also checks the key's drop mark, as latest-state reads do.
+#[test]
+fn a_read_modify_write_sees_a_put_an_in_place_update_dropped_before_its_validation() {
+    let mut options = Options::in_memory();
+    options.membuffer_enabled = true;
+    options.write_buffer_size_bytes = 1 << 20;
+    let db = Arc::new(Db::open("/db", options).unwrap());
+    // Past the Membuffer's sample, so plain puts land in its tables.
+    for index in 0..2000u32 {
+        db.put(format!("other-{index}"), b"v").unwrap();
+    }
+    // In the memtable: read-modify-write inserts there directly.
+    assert_eq!(db.increment(b"k", 5).unwrap(), 5);
+    let dropped_before = db.stats().counter("membuffer_dropped_versions");
+    let late = Arc::new(std::sync::Mutex::new(None));
+    {
+        let (db, late) = (Arc::clone(&db), Arc::clone(&late));
+        let mut first = true;
+        RACE_HOOK.with(|cell| {
+            *cell.borrow_mut() = Some(Box::new(move |point| match point {
+                "rmw: read" if first => db.put(b"k", b"100").unwrap(),
+                "rmw: reserved" if first => {
+                    first = false;
+                    // Replaces the 100 in place; it waits for this attempt's sequence to be
+                    // published before it returns, so it runs on a thread of its own.
+                    let writer = Arc::clone(&db);
+                    let put = std::thread::spawn(move || writer.put(b"k", b"200").unwrap());
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while db.stats().counter("membuffer_dropped_versions") == dropped_before {
+                        assert!(std::time::Instant::now() < deadline, "no in-place drop");
+                        std::thread::yield_now();
+                    }
+                    *late.lock().unwrap() = Some(put);
+                }
+                _ => {}
+            }));
+        });
+    }
+    let result = db.increment(b"k", 1);
+    RACE_HOOK.with(|cell| cell.borrow_mut().take());
+    let put = late.lock().unwrap().take().expect("the hook ran");
+    put.join().unwrap();
+    assert_eq!(
+        result.unwrap(),
+        201,
+        "the increment saw the 100 and the 200 before it"
+    );
+}
