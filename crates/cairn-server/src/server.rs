@@ -31,6 +31,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
+/// How long the accept loop pauses after a failed accept (usually out of descriptors).
+const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
 /// Which engine serves the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
@@ -140,7 +143,12 @@ pub async fn serve(listener: TcpListener, context: Arc<Context>) {
         };
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+                let Ok((stream, _)) = accepted else {
+                    // Out of descriptors (EMFILE) or memory, accept fails at once until a
+                    // connection closes: pause instead of spinning a core on it.
+                    tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
+                    continue;
+                };
                 let task = connection(stream, Arc::clone(&context), stop.clone(), Arc::clone(&wake));
                 connections.spawn(task);
             }

@@ -219,9 +219,11 @@ impl EpochTable {
                     };
                 }
                 let epoch = self.global.load(Ordering::SeqCst);
-                // Relaxed: the fence below orders it (invariant 2). A `SeqCst` store would be
-                // a second full barrier on x86 (an `xchg`) in front of the fence.
-                slot.store(epoch, Ordering::Relaxed);
+                // Release, not `SeqCst`: the fence below orders it against later loads
+                // (invariant 2), and a `SeqCst` store would be a second full barrier on x86
+                // (an `xchg`). Not relaxed: a reclaimer that reads this slot must also see
+                // this thread's reads of its previous pin as done (a plain `mov` on x86).
+                slot.store(epoch, Ordering::Release);
                 // Invariant 2: order the slot store before every load of shared state.
                 fence(Ordering::SeqCst);
                 EpochGuard {

@@ -526,7 +526,9 @@ impl Scan {
 
 /// Walks records from `start`. From offset 0 it stops at the first bad record; from anywhere
 /// else (past a bad record) it steps over bad bytes one alignment unit at a time and collects
-/// every valid record after them.
+/// every valid record after them; a header there counts as bad bytes (only offset 0 holds
+/// one). A sync marker there is still believed: a tear in bytes a marker calls synced is
+/// reported as corruption, even if the marker lies inside the torn record's payload.
 fn scan_records(bytes: &[u8], start: usize, payload_max: usize, path: &Path) -> Result<Scan> {
     let mut scan = Scan {
         records: Vec::new(),
@@ -544,12 +546,19 @@ fn scan_records(bytes: &[u8], start: usize, payload_max: usize, path: &Path) -> 
             offset += RECORD_ALIGNMENT;
             continue;
         };
-        scan.first_valid.get_or_insert(offset);
         let payload_start = offset + RECORD_HEADER_BYTES;
         let payload = bytes
             .get(payload_start..payload_start + length)
             .unwrap_or_default();
-        match classify(payload) {
+        let kind = classify(payload);
+        if start != 0 && matches!(kind, WalPayload::Header(_)) {
+            // Past damage a header is not one of this WAL's records (a real one sits only at
+            // offset 0): it is bytes of the damaged record's payload, a user's value perhaps.
+            offset += RECORD_ALIGNMENT;
+            continue;
+        }
+        scan.first_valid.get_or_insert(offset);
+        match kind {
             WalPayload::Header(_) if offset == 0 => {}
             WalPayload::Header(_) => {
                 return Err(Error::corruption(
@@ -637,6 +646,28 @@ mod tests {
         let contents = parse_log(damaged, path).unwrap();
         assert_eq!(contents.record_count(), 2);
         assert_eq!(contents.torn_tail_offset, Some(32));
+    }
+
+    /// Bug (found in review): past a damaged record, the rescan took a header record inside
+    /// the damaged record's payload (a user's value may hold any bytes, a WAL's among them)
+    /// for a header past the start of the WAL and reported corruption, so a torn last write
+    /// of such a value made the database fail to open instead of losing that write alone.
+    #[test]
+    fn a_header_inside_a_torn_record_is_part_of_the_tear() {
+        let (mut bytes, _) = v2_wal();
+        let torn_at = bytes.len();
+        let mut payload = 4u64.to_le_bytes().to_vec();
+        payload.extend_from_slice(&[1, 0, 0, 0, 9, 9, 9, 9]);
+        payload.extend(wal_header_record());
+        payload.extend(vec![7u8; 64]);
+        let record = encode_record(&payload);
+        // Torn after the embedded header: the record's checksum fails, the header's holds.
+        bytes.extend(&record[..record.len() - 32]);
+        let contents = read(bytes, false, WalRecovery::PointInTime).unwrap();
+        assert_eq!(contents.record_count(), 3, "batches A, B and C");
+        let lost = contents.lost_unsynced_tail.map(|lost| lost.offset);
+        let torn = contents.torn_tail_offset;
+        assert_eq!(lost.or(torn), Some(torn_at as u64));
     }
 
     /// A version-2 WAL: header, batch A, marker (A synced), batch B, batch C. Returns the

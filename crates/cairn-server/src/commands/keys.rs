@@ -364,32 +364,54 @@ fn range(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
 }
 
 /// Redis's glob (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, `\x`.
+///
+/// Iterative, in time proportional to the pattern times the text: a `*` remembers where it
+/// stood, and a mismatch later resumes from there one byte further into the text (only the
+/// last `*` needs resuming: it can absorb whatever an earlier one would have). A recursive
+/// match took a stack frame per `*` and exponential time on patterns such as `*****…x`, so one
+/// client could overflow the stack (aborting the server) or pin a thread.
 pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => text.is_empty(),
-        Some((b'*', rest)) => {
-            (0..=text.len()).any(|skip| glob_match(rest, text.get(skip..).unwrap_or_default()))
+    let (mut at, mut position) = (0, 0);
+    // After the last `*` seen: the pattern index past it, and the text index it resumes from.
+    let mut resume: Option<(usize, usize)> = None;
+    while position < text.len() {
+        let rest = pattern.get(at..).unwrap_or_default();
+        if rest.first() == Some(&b'*') {
+            at += 1;
+            resume = Some((at, position));
+            continue;
         }
-        Some((b'?', rest)) => text
-            .split_first()
-            .is_some_and(|(_, tail)| glob_match(rest, tail)),
-        Some((b'[', rest)) => {
-            let Some((&byte, tail)) = text.split_first() else {
-                return false;
-            };
+        let byte = text.get(position).copied().unwrap_or_default();
+        if let Some(consumed) = match_one(rest, byte) {
+            at += consumed;
+            position += 1;
+            continue;
+        }
+        let Some((star_at, star_position)) = resume else {
+            return false;
+        };
+        at = star_at;
+        position = star_position + 1;
+        resume = Some((star_at, position));
+    }
+    pattern
+        .get(at..)
+        .unwrap_or_default()
+        .iter()
+        .all(|&token| token == b'*')
+}
+
+/// Matches one text byte against the pattern's first token (not `*`): the pattern bytes the
+/// token took if it matches, None if it does not (or the pattern is empty).
+fn match_one(pattern: &[u8], byte: u8) -> Option<usize> {
+    match pattern.split_first()? {
+        (b'?', _) => Some(1),
+        (b'[', rest) => {
             let (matched, after) = match_class(rest, byte);
-            matched && glob_match(after, tail)
+            matched.then(|| pattern.len() - after.len())
         }
-        Some((b'\\', rest)) if !rest.is_empty() => {
-            text.first() == rest.first()
-                && glob_match(
-                    rest.get(1..).unwrap_or_default(),
-                    text.get(1..).unwrap_or_default(),
-                )
-        }
-        Some((&literal, rest)) => text
-            .split_first()
-            .is_some_and(|(&byte, tail)| byte == literal && glob_match(rest, tail)),
+        (b'\\', rest) if !rest.is_empty() => (rest.first() == Some(&byte)).then_some(2),
+        (&literal, _) => (literal == byte).then_some(1),
     }
 }
 

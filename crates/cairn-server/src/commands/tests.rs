@@ -299,6 +299,21 @@ fn glob_patterns() {
     assert!(glob_match(b"h[a-b]llo", b"hbllo"));
     assert!(glob_match(b"h\\*", b"h*"));
     assert!(!glob_match(b"h\\*", b"hx"));
+    // Found in review: a recursive match overflowed the stack on a long run of `*` and took
+    // exponential time on `*…*x`; both are now linear in the pattern times the text.
+    let stars = vec![b'*'; 1 << 20];
+    assert!(glob_match(&stars, b"k"));
+    let mut many = vec![b'*'; 20];
+    many.push(b'x');
+    assert!(!glob_match(&many, b"proto-max-bulk-len"));
+    assert!(glob_match(b"*a*b*c", b"xxaxxbxxc"));
+    assert!(!glob_match(b"*a*b*c", b"xxaxxcxxb"));
+    assert!(glob_match(b"a*", b"a"));
+    assert!(!glob_match(b"a?", b"a"));
+    assert!(glob_match(b"*[0-9]", b"key7"));
+    assert!(glob_match(b"\\", b"\\"));
+    assert!(glob_match(b"", b""));
+    assert!(!glob_match(b"", b"x"));
 }
 
 #[test]

@@ -147,6 +147,12 @@ impl DbInner {
             added_files: outputs.into_iter().map(|file| (0, file)).collect(),
             ..VersionEdit::default()
         };
+        // Counted before the install: `Db::flush` returns once the buffer has left the super
+        // version, and its caller should find the flush in the statistics (a failed install
+        // stops the database, so nothing is counted that a caller could rely on).
+        Counters::add(&self.counters.flushes, 1);
+        Counters::add(&self.counters.flush_bytes, written);
+        self.counters.add_level_write(0, written);
         self.apply_and_install(edit, Some(&oldest))?;
         debug_assert!(self
             .super_version
@@ -158,9 +164,6 @@ impl DbInner {
         // The table and the MANIFEST edit are synced: the WAL is never needed again, so a
         // later sync in a newer log does not wait for it (wal_writer invariant 4).
         oldest.log().retire();
-        Counters::add(&self.counters.flushes, 1);
-        Counters::add(&self.counters.flush_bytes, written);
-        self.counters.add_level_write(0, written);
         self.delete_obsolete_files();
         Ok(())
     }
