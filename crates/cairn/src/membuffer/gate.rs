@@ -45,10 +45,11 @@
 //! retry.
 //!
 //! Thread-safety contract: every method takes `&self` from any thread. Updates (`may_drop`)
-//! raise their stripe of `announced`, then load every stripe of `pending`, the newest
-//! snapshot and `pending` again after a `SeqCst` fence, and write one mark; readers load one mark; holds
-//! increment and decrement their thread's stripe of `pending` (`crate::sync::thread_stripe`), so two threads scanning at once usually write
-//! different cache lines: a hold is a reader's, and readers should not contend.
+//! raise their stripe of `announced`, then, after a `SeqCst` fence, load every stripe of
+//! `pending`, the newest snapshot and `pending` again, and write one mark; readers load one
+//! mark; holds increment and decrement their thread's stripe of `pending`
+//! (`crate::sync::thread_stripe`), so two threads scanning at once usually write different
+//! cache lines: a hold is a reader's, and readers should not contend.
 //!
 //! Invariants:
 //! 1. A version is dropped only when `may_drop` returned true, after it raised its bucket's

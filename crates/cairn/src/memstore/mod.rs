@@ -249,9 +249,22 @@ fn validate_options(options: &MemStoreOptions) -> Result<usize> {
             options.max_key_bytes
         ));
     }
-    // Each concurrent compaction may need up to one segment of destination space.
-    let reserve_bytes = options.compaction_threads.max(1) * options.segment_bytes;
-    let headroom = (options.heads + 2) * options.segment_bytes + reserve_bytes;
+    // Each concurrent compaction may need up to one segment of destination space. Checked:
+    // an absurd `segment_bytes` is an error here, not an overflow.
+    let slots = options.compaction_threads.max(1);
+    let reserve_bytes = slots.checked_mul(options.segment_bytes);
+    let headroom = options
+        .heads
+        .checked_add(2)
+        .and_then(|segments| segments.checked_mul(options.segment_bytes))
+        .zip(reserve_bytes)
+        .and_then(|(heads, reserve)| heads.checked_add(reserve));
+    let (Some(reserve_bytes), Some(headroom)) = (reserve_bytes, headroom) else {
+        return invalid(format!(
+            "segment_bytes ({}) times the heads and compaction slots overflows",
+            options.segment_bytes
+        ));
+    };
     if options.capacity_bytes < headroom {
         return invalid(format!(
             "capacity_bytes ({}) must be at least (heads + 2 + compaction slots) x segment_bytes = {headroom}",

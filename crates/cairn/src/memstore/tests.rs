@@ -74,6 +74,15 @@ fn limits_are_checked() {
         ..small_options()
     })
     .is_err());
+    // Found in review: the headroom check multiplied `segment_bytes` unchecked and panicked
+    // on overflow (in a checked build) before the log could refuse the size.
+    assert!(matches!(
+        MemStore::new(MemStoreOptions {
+            segment_bytes: usize::MAX / 2,
+            ..small_options()
+        }),
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 #[test]
