@@ -117,12 +117,17 @@ fn tables_without_zstd_keep_format_version_1() {
     }
 }
 
+/// Default options on a fresh in-memory file system, compressing with zstd.
+fn zstd_options() -> Options {
+    let mut options = Options::default();
+    options.file_system = Arc::new(MemFs::new());
+    options.compression = Compression::Zstd;
+    options
+}
+
 #[test]
 fn a_zstd_database_round_trips_through_flush_compaction_and_reopen() {
-    let fs = MemFs::new();
-    let mut options = Options::default();
-    options.file_system = Arc::new(fs.clone());
-    options.compression = Compression::Zstd;
+    let mut options = zstd_options();
     options.write_buffer_size_bytes = 32 * 1024;
     let db = Db::open("/db", options.clone()).unwrap();
     for index in 0..2000u64 {
@@ -147,10 +152,7 @@ fn a_zstd_database_round_trips_through_flush_compaction_and_reopen() {
 /// wrote a table it could never read again, and every compaction of it failed.
 #[test]
 fn a_block_zstd_shrinks_beyond_a_thousandfold_reads_back() {
-    let fs = MemFs::new();
-    let mut options = Options::default();
-    options.file_system = Arc::new(fs.clone());
-    options.compression = Compression::Zstd;
+    let options = zstd_options();
     let db = Db::open("/db", options.clone()).unwrap();
     let zeros = vec![0u8; 4 << 20];
     db.put("zeros", &zeros).unwrap();

@@ -469,16 +469,14 @@ fn a_non_sync_write_does_not_wait_for_the_current_logs_sync() {
 #[test]
 fn a_failed_sync_beside_the_leader_fails_every_later_write() {
     use crate::fs::fault::{FaultKind, FaultPlan};
-    use crate::fs::{FaultFs, FileSystem};
+    use crate::fs::FaultFs;
     let fs = FaultFs::new();
-    let log = Log::new(
+    let log = log_in(
+        &fs,
+        (1, "/sticky.log"),
         1,
-        PathBuf::from("/sticky.log"),
-        Some(fs.create(std::path::Path::new("/sticky.log")).unwrap()),
-        1,
-        4096,
         None,
-        Arc::new(StdAtomicU64::new(0)),
+        &Arc::new(StdAtomicU64::new(0)),
     );
     write_one(&log, false).unwrap();
     fs.set_plan(FaultPlan::Matching {
@@ -510,17 +508,15 @@ fn a_failed_sync_beside_the_leader_fails_every_later_write() {
 #[test]
 fn a_lead_after_a_failed_append_writes_nothing_again() {
     use crate::fs::fault::{FaultKind, FaultPlan};
-    use crate::fs::{FaultFs, FileSystem};
+    use crate::fs::FaultFs;
     let fs = FaultFs::new();
     let path = std::path::Path::new("/enospc.log");
-    let log = Log::new(
+    let log = log_in(
+        &fs,
+        (1, "/enospc.log"),
         1,
-        path.to_path_buf(),
-        Some(fs.create(path).unwrap()),
-        1,
-        4096,
         None,
-        Arc::new(StdAtomicU64::new(0)),
+        &Arc::new(StdAtomicU64::new(0)),
     );
     write_one(&log, false).unwrap();
     fs.set_plan(FaultPlan::Matching {
