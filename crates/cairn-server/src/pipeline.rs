@@ -36,6 +36,8 @@ pub enum Next {
 #[derive(Debug, Default)]
 pub struct Scratch {
     ranges: Vec<Range<usize>>,
+    /// Where the request still arriving at the end of the last buffer stopped parsing.
+    resume: resp::Resume,
     /// The gathered run of plain SETs: (key, value) ranges of the input.
     sets: Vec<(Range<usize>, Range<usize>)>,
 }
@@ -57,15 +59,16 @@ pub fn run_requests(
     let mut commands = 0u64;
     let next = loop {
         let rest = input.get(consumed..).unwrap_or_default();
-        let (request, used) = match resp::parse_request(rest, &limits, &mut scratch.ranges) {
-            Ok(None) => break Next::Read,
-            Ok(Some(parsed)) => parsed,
-            Err(error) => {
-                flush_sets(input, output, context, &mut scratch.sets);
-                Reply::Error(format!("ERR {}", error.0)).encode(output);
-                break Next::Close;
-            }
-        };
+        let (request, used) =
+            match resp::parse_request(rest, &limits, &mut scratch.ranges, &mut scratch.resume) {
+                Ok(None) => break Next::Read,
+                Ok(Some(parsed)) => parsed,
+                Err(error) => {
+                    flush_sets(input, output, context, &mut scratch.sets);
+                    Reply::Error(format!("ERR {}", error.0)).encode(output);
+                    break Next::Close;
+                }
+            };
         let start = consumed;
         consumed += used;
         commands += 1;
@@ -358,5 +361,36 @@ mod tests {
         );
         let (_, replies) = run_buffer(&context, &[&[b"GET", b"k"]]);
         assert_eq!(replies, b"$1\r\nv\r\n");
+    }
+
+    #[test]
+    fn a_request_arriving_in_pieces_parses_each_argument_about_once() {
+        let context = model();
+        let keys = 20_000;
+        let mut request = format!("*{}\r\n$3\r\nDEL\r\n", keys + 1).into_bytes();
+        for key in 0..keys {
+            let key = format!("k{key}");
+            request.extend_from_slice(format!("${}\r\n{key}\r\n", key.len()).as_bytes());
+        }
+        let (mut input, mut output) = (Vec::new(), Vec::new());
+        let (mut session, mut scratch) = (Session::default(), Scratch::default());
+        let before = crate::resp::parser::ARGUMENTS_PARSED.with(std::cell::Cell::get);
+        // As the connection does: append what arrived, run, drop what was consumed.
+        for piece in request.chunks(64) {
+            input.extend_from_slice(piece);
+            let (next, consumed) =
+                run_requests(&input, &mut output, &context, &mut session, &mut scratch);
+            assert_eq!(next, Next::Read);
+            input.drain(..consumed);
+        }
+        assert!(input.is_empty(), "the whole request ran");
+        assert_eq!(output, b":0\r\n");
+        let parsed = crate::resp::parser::ARGUMENTS_PARSED.with(std::cell::Cell::get) - before;
+        let pieces = request.len().div_ceil(64) as u64;
+        assert!(
+            parsed <= keys + 1 + pieces,
+            "{parsed} arguments parsed for a request of {} arguments in {pieces} pieces",
+            keys + 1
+        );
     }
 }

@@ -5,8 +5,11 @@
 //! Thread-safety contract: every store is `Send + Sync` and every method takes `&self`.
 //! Single-key operations (`get`, `update`) are atomic per key in every store. `write` is
 //! atomic (all or nothing, for every reader) in `DbStore` and `ModelStore`; `MemStore` has no
-//! batches, so `MemStoreStore` applies a batch's operations one by one and a concurrent reader
-//! may see part of it (the server's key locks still keep writers of the same keys out).
+//! batches, so `MemStoreStore` checks every put's size first, then applies the last operation
+//! of each key one by one (puts, then deletes), and puts back what it replaced if one fails:
+//! a concurrent reader may see part of a batch (the server's key locks still keep writers of
+//! the same keys out), but a failed batch leaves its keys as they were, unless putting an old
+//! value back itself finds no space (the store is full; the batch's error is returned).
 //!
 //! Invariants:
 //! 1. `MemStoreStore`'s ordered key index holds exactly the keys the `MemStore` holds once
@@ -258,6 +261,59 @@ impl MemStoreStore {
             keys: Mutex::new(BTreeSet::new()),
         }
     }
+
+    /// One operation, on the engine and then on the key index.
+    fn apply(&self, op: Op) -> cairn::Result<()> {
+        match op {
+            Op::Put(key, value) => {
+                self.store.put(&key, &value)?;
+                lock(&self.keys).insert(key.clone());
+                #[cfg(feature = "invariants")]
+                self.check_indexed(&key);
+            }
+            Op::Delete(key) => {
+                self.store.delete(&key)?;
+                lock(&self.keys).remove(&key);
+                #[cfg(feature = "invariants")]
+                self.check_indexed(&key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts back what a failed batch's applied operations replaced, newest first. A put of
+    /// an old value can itself find no space; it is retried no further (the batch's error is
+    /// what the caller reports), which the module doc states.
+    fn undo(&self, applied: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
+        for (key, before) in applied.into_iter().rev() {
+            let _ = match before {
+                Some(value) => self.apply(Op::Put(key, value)),
+                None => self.apply(Op::Delete(key)),
+            };
+        }
+    }
+}
+
+/// `ops` with only the last operation of each key, puts before deletes. Once one operation
+/// per key remains their order no longer matters, and deletes, which take no space, then
+/// cannot fail for want of it after a put has.
+fn last_op_per_key(ops: Vec<Op>) -> Vec<Op> {
+    let mut last = std::collections::HashMap::with_capacity(ops.len());
+    for (position, op) in ops.iter().enumerate() {
+        let (Op::Put(key, _) | Op::Delete(key)) = op;
+        last.insert(key.clone(), position);
+    }
+    let mut kept: Vec<Op> = ops
+        .into_iter()
+        .enumerate()
+        .filter(|(position, op)| {
+            let (Op::Put(key, _) | Op::Delete(key)) = op;
+            last.get(key) == Some(position)
+        })
+        .map(|(_, op)| op)
+        .collect();
+    kept.sort_by_key(|op| matches!(op, Op::Delete(_)));
+    kept
 }
 
 impl Store for MemStoreStore {
@@ -266,19 +322,25 @@ impl Store for MemStoreStore {
     }
 
     fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
+        let ops = last_op_per_key(ops);
+        for op in &ops {
+            if let Op::Put(key, value) = op {
+                self.store.check_put(key, value.len())?;
+            }
+        }
+        let mut applied = Vec::with_capacity(ops.len());
         for op in ops {
-            match op {
-                Op::Put(key, value) => {
-                    self.store.put(&key, &value)?;
-                    lock(&self.keys).insert(key.clone());
-                    #[cfg(feature = "invariants")]
-                    self.check_indexed(&key);
-                }
-                Op::Delete(key) => {
-                    self.store.delete(&key)?;
-                    lock(&self.keys).remove(&key);
-                    #[cfg(feature = "invariants")]
-                    self.check_indexed(&key);
+            let key = match &op {
+                Op::Put(key, _) | Op::Delete(key) => key.clone(),
+            };
+            match self.store.get(&key).and_then(|before| {
+                self.apply(op)?;
+                Ok(before)
+            }) {
+                Ok(before) => applied.push((key, before)),
+                Err(error) => {
+                    self.undo(applied);
+                    return Err(error);
                 }
             }
         }
@@ -532,5 +594,47 @@ mod tests {
         exercise(&MemStoreStore::new(memstore));
         let db = Db::open("/db", cairn::Options::in_memory()).unwrap();
         exercise(&DbStore::new(db, false));
+    }
+
+    /// A `MemStoreStore` batch is all or nothing for what stays stored: a put refused for its
+    /// size, or for want of space part way, leaves every key of the batch as it was (a SET
+    /// over a hash once deleted the hash and then failed to write the string).
+    #[test]
+    fn a_memstore_batch_that_fails_changes_nothing() {
+        let memstore = MemStore::new(cairn::MemStoreOptions {
+            capacity_bytes: 8 << 20,
+            heads: 1,
+            segment_bytes: 1 << 20,
+            full_wait_limit: Duration::from_millis(50),
+            ..cairn::MemStoreOptions::default()
+        })
+        .unwrap();
+        let store = MemStoreStore::new(memstore);
+        let put = |key: &str, value: Vec<u8>| Op::Put(key.as_bytes().to_vec(), value);
+        store
+            .write(vec![put("a", b"1".to_vec()), put("h", b"old".to_vec())])
+            .unwrap();
+        let unchanged = |store: &MemStoreStore| {
+            assert_eq!(store.get(b"a").unwrap(), Some(b"1".to_vec()));
+            assert_eq!(store.get(b"h").unwrap(), Some(b"old".to_vec()));
+            let all = store
+                .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)
+                .unwrap();
+            let keys: Vec<&[u8]> = all.iter().map(|(key, _)| key.as_slice()).collect();
+            assert_eq!(keys, [&b"a"[..], b"h"]);
+        };
+        let too_large = vec![
+            Op::Delete(b"h".to_vec()),
+            put("a", b"2".to_vec()),
+            put("b", vec![0; 2 << 20]),
+        ];
+        assert!(store.write(too_large).is_err());
+        unchanged(&store);
+        // 16 MiB into 8: out of space part way.
+        let mut too_many = vec![Op::Delete(b"h".to_vec()), put("a", b"2".to_vec())];
+        too_many.extend((0..64).map(|number| put(&format!("k{number}"), vec![7; 256 << 10])));
+        let error = store.write(too_many).unwrap_err();
+        assert!(matches!(error, cairn::Error::Full { .. }), "{error:?}");
+        unchanged(&store);
     }
 }

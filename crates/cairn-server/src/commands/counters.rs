@@ -81,12 +81,15 @@ fn parse_float(bytes: &[u8]) -> Result<f64, Failure> {
         .ok_or_else(|| Failure::err("value is not a valid float"))
 }
 
-/// Formats like Redis's `%.17Lg` followed by trimming: the shortest exact decimal.
+/// Formats as Redis prints the result of its long-double arithmetic (`%.17Lf`, trailing
+/// zeros trimmed): rounded to 15 significant digits, the most a double always carries, so
+/// that 0.1 + 0.2 prints 0.3 as it does there, not 0.30000000000000004.
 fn format_float(value: f64) -> String {
-    if value == value.trunc() && value.abs() < 1e17 {
-        format!("{}", value as i64)
+    let rounded = format!("{value:.14e}").parse::<f64>().unwrap_or(value);
+    if rounded == rounded.trunc() && rounded.abs() < 1e17 {
+        format!("{}", rounded as i64)
     } else {
-        format!("{value}")
+        format!("{rounded}")
     }
 }
 

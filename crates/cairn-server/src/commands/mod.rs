@@ -183,9 +183,15 @@ pub fn arg<'a>(args: &Args<'a>, index: usize) -> &'a [u8] {
 
 /// Parses a Redis integer argument.
 pub fn parse_i64(bytes: &[u8]) -> Result<i64, Failure> {
+    // Redis's `string2ll`: "0", or an optional `-` and digits without a leading zero.
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let canonical = bytes == b"0"
+        || digits
+            .first()
+            .is_some_and(|first| (b'1'..=b'9').contains(first));
     std::str::from_utf8(bytes)
         .ok()
-        .filter(|text| !text.starts_with('+') && !text.is_empty())
+        .filter(|_| canonical && digits.iter().all(u8::is_ascii_digit))
         .and_then(|text| text.parse::<i64>().ok())
         .ok_or_else(Failure::not_integer)
 }
@@ -282,18 +288,60 @@ pub fn load_string_locked(context: &Context, key: &[u8]) -> Result<Option<Record
     }
 }
 
-/// The operations that delete `key` with everything it owns (a hash's fields).
+/// Field deletes one key's delete may put into its caller's batch. A larger hash is hidden
+/// and its other fields deleted beforehand in batches of this many, so deleting any one key
+/// stays far inside the engine's batch limits (`BATCH_ENTRIES_MAX` entries; with keys of at
+/// most `MAX_ENGINE_KEY` bytes, 64 MiB of `BATCH_BYTES_MAX`'s 1 GiB).
+pub const DELETE_FIELDS_MAX: usize = 1024;
+
+/// The operations that delete `key` with everything it owns (a hash's fields); the caller
+/// holds the key's lock and writes them as one batch.
+///
+/// A hash of more than [`DELETE_FIELDS_MAX`] fields is first hidden (its record written as
+/// expired, so every reader and writer treats the key as gone and deletes what is left),
+/// then all but its last fields are deleted in batches here. A crash part-way leaves the key
+/// hidden, and its next access finishes the delete: no field outlives its hash.
 pub fn delete_ops(context: &Context, key: &[u8], record: &Record) -> Result<Vec<Op>, Failure> {
-    let mut ops = vec![Op::Delete(layout::meta_key(key))];
+    let mut ops = Vec::new();
     if record.kind == Kind::Hash {
         let prefix = layout::field_prefix(key);
         let end = layout::prefix_end(&prefix);
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let fields = context
-            .store
-            .scan(Bound::Included(&prefix), upper, usize::MAX, false)?;
-        ops.extend(fields.into_iter().map(|(field, _)| Op::Delete(field)));
+        let mut lower = prefix;
+        let mut inclusive = true;
+        let mut hidden = record.is_expired(now_ms());
+        loop {
+            let from = if inclusive {
+                Bound::Included(lower.as_slice())
+            } else {
+                Bound::Excluded(lower.as_slice())
+            };
+            let mut fields = context
+                .store
+                .scan(from, upper, DELETE_FIELDS_MAX + 1, false)?;
+            if fields.len() <= DELETE_FIELDS_MAX {
+                ops.extend(fields.into_iter().map(|(field, _)| Op::Delete(field)));
+                break;
+            }
+            if !hidden {
+                put_record(context, key, &Record::hash(record.field_count(), Some(0)))?;
+                hidden = true;
+            }
+            fields.truncate(DELETE_FIELDS_MAX);
+            let Some((last, _)) = fields.last() else {
+                break;
+            };
+            lower = last.clone();
+            inclusive = false;
+            context.store.write(
+                fields
+                    .into_iter()
+                    .map(|(field, _)| Op::Delete(field))
+                    .collect(),
+            )?;
+        }
     }
+    ops.push(Op::Delete(layout::meta_key(key)));
     Ok(ops)
 }
 

@@ -149,6 +149,29 @@ fn counters() {
     h.run("HSET h f 1");
     assert_eq!(h.run("INCR h"), error(WRONGTYPE));
     assert_eq!(h.run("INCRBYFLOAT f 3"), bulk("3"));
+    // Redis's `string2ll`: no leading zeros, no `-0`, no sign alone.
+    for text in ["007", "-0", "-", "00"] {
+        h.run(&format!("SET z {text}"));
+        assert_eq!(
+            h.run("INCR z"),
+            error("ERR value is not an integer or out of range"),
+            "{text}"
+        );
+        assert_eq!(
+            h.run(&format!("INCRBY c {text}")),
+            error("ERR value is not an integer or out of range"),
+            "{text}"
+        );
+    }
+    h.run("SET z 0");
+    assert_eq!(h.run("INCRBY z -10"), int(-10));
+    // Redis adds in long double and prints 17 digits: 0.1 + 0.2 is 0.3 there.
+    h.run("SET x 0.1");
+    assert_eq!(h.run("INCRBYFLOAT x 0.2"), bulk("0.3"));
+    assert_eq!(h.run("GET x"), bulk("0.3"));
+    h.run("SET x 10.5");
+    assert_eq!(h.run("INCRBYFLOAT x 0.1"), bulk("10.6"));
+    assert_eq!(h.run("INCRBYFLOAT x -10.6"), bulk("0"));
 }
 
 #[test]
@@ -381,5 +404,68 @@ fn hscan_and_typed_scan() {
     assert_eq!(
         h.run("SCAN 77 COUNT 5"),
         Reply::Array(vec![bulk("0"), Reply::Array(Vec::new())])
+    );
+}
+
+/// A hash of any size can be deleted: one key's delete carries a bounded number of operations
+/// (a hash of more than `BATCH_ENTRIES_MAX` fields could once never be deleted, nor expired).
+#[test]
+fn deleting_a_hash_carries_a_bounded_number_of_operations() {
+    let mut h = Harness::new();
+    let fields = 3 * super::DELETE_FIELDS_MAX + 7;
+    for start in (0..fields).step_by(500) {
+        let pairs: Vec<String> = (start..fields.min(start + 500))
+            .map(|field| format!("f{field} v"))
+            .collect();
+        h.run(&format!("HSET big {}", pairs.join(" ")));
+    }
+    h.run("HSET small f v");
+    assert_eq!(h.run("HLEN big"), int(fields as i64));
+    let record = super::raw_record(&h.context, b"big").unwrap().unwrap();
+    let ops = super::delete_ops(&h.context, b"big", &record).unwrap();
+    assert!(
+        ops.len() <= super::DELETE_FIELDS_MAX + 1,
+        "{} operations for one key",
+        ops.len()
+    );
+    // Before the delete's own batch is written, the hash is already gone for readers.
+    assert_eq!(h.run("EXISTS big"), int(0));
+    assert_eq!(h.run("HGET big f0"), Reply::Nil);
+    h.context.store.write(ops).unwrap();
+    let prefix = crate::layout::field_prefix(b"big");
+    let end = crate::layout::prefix_end(&prefix);
+    let upper = end
+        .as_deref()
+        .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+    let left = h
+        .context
+        .store
+        .scan(std::ops::Bound::Included(&prefix), upper, usize::MAX, false)
+        .unwrap();
+    assert!(left.is_empty(), "{} fields left", left.len());
+    assert_eq!(h.run("HGET small f"), bulk("v"));
+    // Through the commands: DEL, and an expiry in the past.
+    h.run(&format!(
+        "HSET big {}",
+        (0..fields)
+            .map(|f| format!("f{f} v"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    assert_eq!(h.run("DEL big small"), int(2));
+    assert_eq!(h.run("HLEN big"), int(0));
+    h.run(&format!(
+        "HSET big {}",
+        (0..fields)
+            .map(|f| format!("f{f} v"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    assert_eq!(h.run("PEXPIREAT big 1"), int(1));
+    assert_eq!(h.run("HLEN big"), int(0));
+    assert_eq!(h.run("HSET big f1 w"), int(1));
+    assert_eq!(
+        h.run("HGETALL big"),
+        Reply::Array(vec![bulk("f1"), bulk("w")])
     );
 }

@@ -14,5 +14,5 @@ pub mod fuzz;
 pub mod parser;
 pub mod writer;
 
-pub use parser::{parse, parse_request, Limits, Parsed, ProtocolError, Request};
+pub use parser::{parse, parse_request, Limits, Parsed, ProtocolError, Request, Resume};
 pub use writer::Reply;

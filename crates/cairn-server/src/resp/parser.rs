@@ -14,8 +14,16 @@
 //!    its header alone, before its bytes arrive.
 //! 4. `parse_request` and `parse` accept and reject the same inputs and consume the same bytes:
 //!    `parse` is `parse_request` with the ranges copied out.
+//! 5. A multibulk request arriving in pieces is parsed incrementally: with its [`Resume`]
+//!    kept between calls, each argument is parsed once, whatever the number of reads.
 
 use std::ops::Range;
+
+#[cfg(test)]
+std::thread_local! {
+    /// Arguments this thread's parser has read (tests count the work a request costs).
+    pub(crate) static ARGUMENTS_PARSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// Size limits the parser enforces.
 #[derive(Debug, Clone, Copy)]
@@ -71,33 +79,54 @@ impl ProtocolError {
 pub fn parse(buffer: &[u8], limits: &Limits) -> Result<Option<(Parsed, usize)>, ProtocolError> {
     let mut ranges = Vec::new();
     Ok(
-        parse_request(buffer, limits, &mut ranges)?.map(|(request, used)| {
-            let parsed = match request {
-                Request::Ranges => Parsed::Command(
-                    ranges
-                        .iter()
-                        .map(|range| buffer.get(range.clone()).unwrap_or_default().to_vec())
-                        .collect(),
-                ),
-                Request::Owned(arguments) => Parsed::Command(arguments),
-                Request::Nothing => Parsed::Nothing,
-            };
-            (parsed, used)
-        }),
+        parse_request(buffer, limits, &mut ranges, &mut Resume::default())?.map(
+            |(request, used)| {
+                let parsed = match request {
+                    Request::Ranges => Parsed::Command(
+                        ranges
+                            .iter()
+                            .map(|range| buffer.get(range.clone()).unwrap_or_default().to_vec())
+                            .collect(),
+                    ),
+                    Request::Owned(arguments) => Parsed::Command(arguments),
+                    Request::Nothing => Parsed::Nothing,
+                };
+                (parsed, used)
+            },
+        ),
     )
 }
 
+/// Where a multibulk request still arriving stopped. The connection keeps it between reads
+/// so that each read parses only the arguments that arrived since: parsing from the request's
+/// start on every read made a request of many arguments, sent in pieces, quadratic.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Resume {
+    /// Arguments of the request in progress not yet parsed; 0 when none is in progress.
+    remaining: usize,
+    /// Offset, from the request's start, of the first argument not yet parsed.
+    offset: usize,
+}
+
 /// Like [`parse`], but a multibulk request's arguments are left as byte ranges of `buffer` in
-/// `ranges` (cleared first) instead of copied: the connection's hot path.
+/// `ranges` instead of copied: the connection's hot path.
+///
+/// REQUIRES: while `resume` holds a request in progress (the last call returned `Ok(None)`),
+/// `buffer` starts where that request starts and `ranges` is as that call left it; the bytes
+/// already parsed are not read again.
 pub fn parse_request(
     buffer: &[u8],
     limits: &Limits,
     ranges: &mut Vec<Range<usize>>,
+    resume: &mut Resume,
 ) -> Result<Option<(Request, usize)>, ProtocolError> {
+    if resume.remaining > 0 {
+        return parse_arguments(buffer, limits, ranges, resume);
+    }
     ranges.clear();
     match buffer.first() {
         None => Ok(None),
-        Some(b'*') => parse_multibulk(buffer, limits, ranges),
+        Some(b'*') => parse_multibulk(buffer, limits, ranges, resume),
         Some(_) => parse_inline(buffer, limits),
     }
 }
@@ -139,8 +168,9 @@ fn parse_multibulk(
     buffer: &[u8],
     limits: &Limits,
     arguments: &mut Vec<Range<usize>>,
+    resume: &mut Resume,
 ) -> Result<Option<(Request, usize)>, ProtocolError> {
-    let Some((header, mut offset)) = line_at(buffer, 0) else {
+    let Some((header, offset)) = line_at(buffer, 0) else {
         if buffer.len() > limits.max_inline_bytes {
             return Err(ProtocolError::new("too big mbulk count string"));
         }
@@ -149,42 +179,80 @@ fn parse_multibulk(
     let count = parse_integer(header.get(1..).unwrap_or_default())
         .filter(|count| *count <= i64::from(i32::MAX))
         .ok_or_else(|| ProtocolError::new("invalid multibulk length"))?;
-    if count <= 0 {
+    let Ok(count @ 1..) = usize::try_from(count) else {
         return Ok(Some((Request::Nothing, offset)));
-    }
-    for _ in 0..count {
-        let Some(&first) = buffer.get(offset) else {
-            return Ok(None);
-        };
-        if first != b'$' {
-            return Err(ProtocolError::new(format!(
-                "expected '$', got '{}'",
-                char::from(first)
-            )));
-        }
-        let Some((header, body_start)) = line_at(buffer, offset) else {
-            if buffer.len() - offset > limits.max_inline_bytes {
-                return Err(ProtocolError::new("too big bulk count string"));
+    };
+    *resume = Resume {
+        remaining: count,
+        offset,
+    };
+    parse_arguments(buffer, limits, arguments, resume)
+}
+
+/// Parses the arguments of the request in progress from `resume.offset` on, as far as the
+/// buffer goes; `resume` is cleared once the request is complete or malformed.
+fn parse_arguments(
+    buffer: &[u8],
+    limits: &Limits,
+    arguments: &mut Vec<Range<usize>>,
+    resume: &mut Resume,
+) -> Result<Option<(Request, usize)>, ProtocolError> {
+    while resume.remaining > 0 {
+        match parse_argument(buffer, resume.offset, limits) {
+            Ok(Some((body, next))) => {
+                // Ranges, not copies: the caller reads the arguments in place once the
+                // request is complete.
+                arguments.push(body);
+                #[cfg(test)]
+                ARGUMENTS_PARSED.with(|parsed| parsed.set(parsed.get() + 1));
+                resume.offset = next;
+                resume.remaining -= 1;
             }
-            return Ok(None);
-        };
-        let length = parse_integer(header.get(1..).unwrap_or_default())
-            .and_then(|length| u64::try_from(length).ok())
-            .filter(|length| *length <= limits.max_bulk_bytes)
-            .ok_or_else(|| ProtocolError::new("invalid bulk length"))?;
-        let length =
-            usize::try_from(length).map_err(|_| ProtocolError::new("invalid bulk length"))?;
-        let body_end = body_start + length;
-        // Like Redis, the two bytes after the body are skipped, not checked.
-        if buffer.len() < body_end + 2 {
-            return Ok(None);
+            Ok(None) => return Ok(None),
+            Err(error) => {
+                *resume = Resume::default();
+                return Err(error);
+            }
         }
-        // Ranges, not copies: the caller reads the arguments in place once the request is
-        // complete (a request still arriving is re-parsed on every read).
-        arguments.push(body_start..body_end);
-        offset = body_end + 2;
     }
-    Ok(Some((Request::Ranges, offset)))
+    let end = resume.offset;
+    *resume = Resume::default();
+    Ok(Some((Request::Ranges, end)))
+}
+
+/// The bulk string whose `$len` header starts at `offset`: its body's range and the offset
+/// after it, or `None` while it has not all arrived.
+fn parse_argument(
+    buffer: &[u8],
+    offset: usize,
+    limits: &Limits,
+) -> Result<Option<(Range<usize>, usize)>, ProtocolError> {
+    let Some(&first) = buffer.get(offset) else {
+        return Ok(None);
+    };
+    if first != b'$' {
+        return Err(ProtocolError::new(format!(
+            "expected '$', got '{}'",
+            char::from(first)
+        )));
+    }
+    let Some((header, body_start)) = line_at(buffer, offset) else {
+        if buffer.len() - offset > limits.max_inline_bytes {
+            return Err(ProtocolError::new("too big bulk count string"));
+        }
+        return Ok(None);
+    };
+    let length = parse_integer(header.get(1..).unwrap_or_default())
+        .and_then(|length| u64::try_from(length).ok())
+        .filter(|length| *length <= limits.max_bulk_bytes)
+        .and_then(|length| usize::try_from(length).ok())
+        .ok_or_else(|| ProtocolError::new("invalid bulk length"))?;
+    let body_end = body_start + length;
+    // Like Redis, the two bytes after the body are skipped, not checked.
+    if buffer.len() < body_end + 2 {
+        return Ok(None);
+    }
+    Ok(Some((body_start..body_end, body_end + 2)))
 }
 
 fn parse_inline(buffer: &[u8], limits: &Limits) -> Result<Option<(Request, usize)>, ProtocolError> {
@@ -317,6 +385,38 @@ mod tests {
         let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
         for end in 0..input.len() {
             assert_eq!(parse_all(&input[..end]), Ok(None), "prefix of {end} bytes");
+        }
+    }
+
+    #[test]
+    fn a_request_parsed_in_pieces_matches_the_request_parsed_whole() {
+        let inputs: [&[u8]; 3] = [
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n*1\r\n$4\r\nPING\r\n",
+            b"*2\r\n$3\r\nGET\r\n$x\r\n",
+            b"*2\r\n$3\r\nGET\r\n:1\r\n",
+        ];
+        let limits = Limits::default();
+        for input in inputs {
+            let whole = parse_request(input, &limits, &mut Vec::new(), &mut Resume::default());
+            for split in 0..input.len() {
+                let (mut ranges, mut resume) = (Vec::new(), Resume::default());
+                let first = parse_request(&input[..split], &limits, &mut ranges, &mut resume);
+                let pieces = match first {
+                    Ok(None) => parse_request(input, &limits, &mut ranges, &mut resume),
+                    done => done,
+                };
+                assert_eq!(pieces, whole, "split at {split}");
+                let mut whole_ranges = Vec::new();
+                let _ = parse_request(input, &limits, &mut whole_ranges, &mut Resume::default());
+                if let Ok(Some(_)) = pieces {
+                    assert_eq!(ranges, whole_ranges, "split at {split}");
+                }
+                assert_eq!(
+                    resume,
+                    Resume::default(),
+                    "nothing in progress after a verdict"
+                );
+            }
         }
     }
 

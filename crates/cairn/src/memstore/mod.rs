@@ -344,6 +344,23 @@ impl MemStore {
         self.inner.mutate(key, Mutation::Put(value)).map(|_| ())
     }
 
+    /// Refuses, with the error [`put`](MemStore::put) would return, a key or a value length
+    /// over this store's limits, without writing anything: a caller applying several writes
+    /// checks them all before the first.
+    ///
+    /// ```
+    /// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+    /// assert!(store.check_put("k", 1024).is_ok());
+    /// assert!(matches!(
+    ///     store.check_put("k", 1 << 30),
+    ///     Err(cairn::Error::InvalidArgument(_))
+    /// ));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn check_put(&self, key: impl AsRef<[u8]>, value_bytes: usize) -> Result<()> {
+        self.inner.check_sizes(key.as_ref(), value_bytes)
+    }
+
     /// Returns a copy of the value stored under `key`.
     ///
     /// ```
