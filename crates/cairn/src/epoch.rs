@@ -109,6 +109,10 @@ impl ThreadSlot {
 #[cfg(not(loom))]
 impl Drop for ThreadSlot {
     fn drop(&mut self) {
+        // Pins made later on this thread (from other thread-locals' destructors) must not
+        // use the cached index once another thread can take it: they fall back to the
+        // overflow list. The cache has no destructor, so it is still reachable here.
+        let _ = THREAD_SLOT_INDEX.try_with(|cell| cell.set(usize::MAX - 1));
         if let Some(index) = self.index {
             if let Ok(mut free) = REGISTRY.free.lock() {
                 free.push(index);
@@ -389,6 +393,43 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+
+    /// Set by `LateReader`'s destructor: the slot the exiting thread would pin with.
+    static LATE_SLOT: std::sync::Mutex<Vec<Option<usize>>> = std::sync::Mutex::new(Vec::new());
+
+    /// A thread-local registered before the thread's epoch slot, so its destructor runs
+    /// after the slot's (destructors run in reverse order of registration).
+    struct LateReader;
+
+    impl Drop for LateReader {
+        fn drop(&mut self) {
+            if let Ok(mut late) = LATE_SLOT.lock() {
+                late.push(current_thread_slot());
+            }
+        }
+    }
+
+    thread_local! {
+        static LATE_READER: LateReader = const { LateReader };
+    }
+
+    /// Once a thread's slot went back to the free list, a later pin on that thread (from
+    /// another thread-local's destructor, such as a store flushed on drop) must not use the
+    /// cached index: a new thread may already own that slot, and two threads sharing one
+    /// slot protect nothing.
+    #[test]
+    fn a_pin_after_the_threads_slot_was_freed_does_not_use_it() {
+        std::thread::spawn(|| {
+            LATE_READER.with(|_| {});
+            let table = EpochTable::new();
+            drop(table.pin());
+            assert!(current_thread_slot().is_some());
+        })
+        .join()
+        .unwrap();
+        let late = std::mem::take(&mut *LATE_SLOT.lock().unwrap());
+        assert_eq!(late, [None], "the freed slot was still cached");
+    }
 
     #[test]
     fn the_check_catches_a_slot_pinned_above_the_global_epoch() {

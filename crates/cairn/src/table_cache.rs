@@ -22,6 +22,7 @@
 //! Invariants:
 //! 1. A table is opened from a file whose size equals the MANIFEST's `size_bytes`.
 //! 2. Once `meta.table` is set, every later call returns that same table.
+//! 3. A table is opened only if its properties' key and sequence bounds equal the MANIFEST's.
 
 use crate::error::{Error, Result};
 use crate::filename;
@@ -130,18 +131,46 @@ impl TableCache {
                 ),
             ));
         }
-        Ok(Arc::new(Table::open(
+        let table = Table::open(
             file,
             meta.number,
             self.block_cache.clone(),
             self.verify_checksums,
-        )?))
+        )?;
+        check_bounds(&table, meta, &path)?;
+        Ok(Arc::new(table))
     }
 
     /// The shared block cache, if any.
     pub fn block_cache(&self) -> Option<&Arc<BlockCache>> {
         self.block_cache.as_ref()
     }
+}
+
+/// Invariant 3: the table's own key and sequence bounds (its properties block) are the
+/// MANIFEST's. Reads trust the table's largest sequence to rank a run before reading it, so
+/// a table whose properties disagree with its entries must not be read.
+fn check_bounds(table: &Table, meta: &FileMeta, path: &std::path::Path) -> Result<()> {
+    let properties = table.properties();
+    let agree = properties.smallest_key == meta.smallest
+        && properties.largest_key == meta.largest
+        && properties.smallest_sequence == meta.smallest_sequence
+        && properties.largest_sequence == meta.largest_sequence;
+    if agree {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        path,
+        0,
+        format!(
+            "table bounds (sequences {}..={}) differ from the MANIFEST's (sequences {}..={}), \
+             or its smallest or largest key does",
+            properties.smallest_sequence,
+            properties.largest_sequence,
+            meta.smallest_sequence,
+            meta.largest_sequence
+        ),
+    ))
 }
 
 /// What every run iterator of one scan shares: the version whose runs they walk and the table
@@ -411,6 +440,58 @@ impl InternalIterator for LevelIterator {
         match &self.current {
             Some(iterator) => iterator.status(),
             None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::MemFs;
+    use crate::key::{internal_key, ValueKind};
+    use crate::sstable::{TableBuilder, TableOptions};
+
+    /// A table's own bounds (its properties block) must be the MANIFEST's: a merge trusts the
+    /// table's largest sequence to rank a run before reading it, so a table claiming an older
+    /// sequence than it holds would let a scan return a stale version that `get` does not.
+    #[test]
+    fn a_table_whose_bounds_differ_from_the_manifest_is_corruption() {
+        let file_system: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+        let directory = PathBuf::from("/db");
+        file_system.create_dir_all(&directory).unwrap();
+        let path = filename::table_path(&directory, 5);
+        let file = file_system.create(&path).unwrap();
+        let mut builder = TableBuilder::new(file, path, TableOptions::default());
+        builder
+            .add(&internal_key(b"a", 3, ValueKind::Put), b"1")
+            .unwrap();
+        builder
+            .add(&internal_key(b"b", 4, ValueKind::Put), b"2")
+            .unwrap();
+        let (properties, size_bytes) = builder.finish_with_size().unwrap();
+        let meta = || {
+            FileMeta::new(
+                5,
+                size_bytes,
+                properties.smallest_key.clone(),
+                properties.largest_key.clone(),
+                3,
+                4,
+            )
+        };
+        let cache = TableCache::new(file_system, directory, None, true);
+        assert!(cache.table(&meta()).is_ok());
+        let mut variants = [meta(), meta(), meta(), meta()];
+        variants[0].smallest = internal_key(b"0", 3, ValueKind::Put);
+        variants[1].largest = internal_key(b"c", 4, ValueKind::Put);
+        variants[2].smallest_sequence = 2;
+        variants[3].largest_sequence = 9;
+        for (number, variant) in variants.iter().enumerate() {
+            let error = cache.table(variant).err();
+            assert!(
+                error.as_ref().is_some_and(Error::is_corruption),
+                "variant {number}: {error:?}"
+            );
         }
     }
 }

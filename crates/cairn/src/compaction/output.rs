@@ -120,6 +120,8 @@ impl Outputs<'_, '_> {
             // Postcondition (invariant 3): the recorded bounds are the table's.
             debug_assert_eq!(properties.smallest_key, file.smallest);
             debug_assert_eq!(properties.largest_key, file.largest);
+            debug_assert_eq!(properties.smallest_sequence, file.smallest_sequence);
+            debug_assert_eq!(properties.largest_sequence, file.largest_sequence);
             file.size_bytes = size_bytes;
             self.finished.push(file);
         }

@@ -123,9 +123,28 @@ const MAX_TAG_BITS: u32 = 16;
 /// bits after the version.
 const LAYOUTS: [(usize, u32); 4] = [(13, 37), (12, 40), (10, 48), (7, 64)];
 
-/// Hash of a key as used by the index.
+/// Bytes of the hash secret (xxh3's own default secret is this long).
+const SECRET_BYTES: usize = 192;
+
+/// xxh3's secret, drawn once per process. With the public default secret a client choosing
+/// keys can make any number of them share one hash (words equal to the secret's multiply by
+/// zero), fill their two buckets and make every write grow the index and fail; without the
+/// secret it cannot. Hashes never leave memory, so they need not agree across processes.
+static SECRET: std::sync::LazyLock<[u8; SECRET_BYTES]> = std::sync::LazyLock::new(|| {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new();
+    let mut secret = [0u8; SECRET_BYTES];
+    for (number, word) in secret.chunks_exact_mut(8).enumerate() {
+        let mut hasher = random.build_hasher();
+        hasher.write_usize(number);
+        word.copy_from_slice(&hasher.finish().to_le_bytes());
+    }
+    secret
+});
+
+/// Hash of a key as used by the index (and every other in-memory hash table of keys).
 pub fn hash_key(key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(key)
+    xxhash_rust::xxh3::xxh3_64_with_secret(key, SECRET.as_slice())
 }
 
 /// The caller's view of the objects the index points at: the key hash of the object at a

@@ -177,7 +177,11 @@ impl Inner {
             if self.log.reserve(head, needed, false) {
                 break Ok(());
             }
-            if self.log.live_bytes() + needed > self.log.usable_bytes() {
+            // Checked on every round, also after a compaction round that freed space: other
+            // writers may take what each round frees, and the wait must still end.
+            if self.log.live_bytes() + needed > self.log.usable_bytes()
+                || started.elapsed() > self.options.full_wait_limit
+            {
                 break Err(self.full());
             }
             if self.log.head_has_garbage(head) {
@@ -186,9 +190,6 @@ impl Inner {
             if self.compact_round(PRESSURE_MAX_UTILIZATION) {
                 idle_checks = 0;
                 continue;
-            }
-            if started.elapsed() > self.options.full_wait_limit {
-                break Err(self.full());
             }
             // Nothing to compact, nothing waiting for the epoch and no compaction running: the
             // remaining space is all live data and slack, so waiting cannot help.

@@ -241,3 +241,36 @@ fn the_check_catches_live_bytes_the_index_does_not_back() {
     let broken = store.check_invariants().unwrap_err();
     assert!(broken.contains("invariant 3"), "{broken}");
 }
+
+/// Keys a client can craft to share one hash under unseeded xxh3: 32 bytes whose words 0 and
+/// 2 equal the default secret's, so both 16-byte mixes multiply by zero. Bytes 8..16 vary.
+fn colliding_key(number: u64) -> Vec<u8> {
+    let mut key = vec![0u8; 32];
+    key[..8].copy_from_slice(&[0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe]);
+    key[8..16].copy_from_slice(&number.to_le_bytes());
+    key[16..24].copy_from_slice(&[0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb]);
+    key
+}
+
+/// A client choosing keys cannot make them share a hash: with one hash for all, the 27th key
+/// found its two buckets full of keys that cannot move, every write attempt grew the index
+/// (about sevenfold per put) and the put failed with `Full` on an empty store.
+#[test]
+fn keys_crafted_to_collide_under_a_fixed_hash_are_stored() {
+    let unseeded: std::collections::HashSet<u64> = (0..64)
+        .map(|number| xxhash_rust::xxh3::xxh3_64(&colliding_key(number)))
+        .collect();
+    assert_eq!(unseeded.len(), 1, "the crafted keys collide without a seed");
+    let store = MemStore::new(small_options()).unwrap();
+    for number in 0..64 {
+        store.put(colliding_key(number), b"v").unwrap();
+    }
+    for number in 0..64 {
+        assert_eq!(
+            store.get(colliding_key(number)).unwrap(),
+            Some(b"v".to_vec())
+        );
+    }
+    let slots = store.stats().index_slots;
+    assert!(slots < 4096, "{slots} index slots for 64 keys");
+}

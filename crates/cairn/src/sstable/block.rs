@@ -43,6 +43,10 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+/// The most entries a builder places after one restart point (`Options::block_restart_interval`
+/// is at most this); a block read with more between two restarts is corrupt.
+pub const BLOCK_RESTART_INTERVAL_MAX: usize = 1024;
+
 /// Builds one block. Reused across blocks via [`BlockBuilder::finish`], which resets it.
 #[derive(Debug, Clone)]
 pub struct BlockBuilder {
@@ -466,6 +470,8 @@ pub struct BlockIterator<B: BlockSource = Arc<Block>> {
     next_offset: usize,
     /// Index of the restart point at or before `current`.
     restart_index: usize,
+    /// Entries between the restart point at `restart_index` and the current entry.
+    since_restart: usize,
     key: Vec<u8>,
     value: (usize, usize),
     error: Option<Error>,
@@ -492,6 +498,7 @@ impl<B: BlockSource> BlockIterator<B> {
             current: data_end,
             next_offset: data_end,
             restart_index: restart_count,
+            since_restart: 0,
             key: Vec::new(),
             value: (0, 0),
             error: None,
@@ -521,6 +528,7 @@ impl<B: BlockSource> BlockIterator<B> {
     fn seek_to_restart(&mut self, index: usize) {
         self.key.clear();
         self.restart_index = index;
+        self.since_restart = 0;
         self.next_offset = self.block.view().restart_point(index);
         self.current = self.next_offset;
     }
@@ -539,6 +547,37 @@ impl<B: BlockSource> BlockIterator<B> {
         }
     }
 
+    /// Advances `restart_index` to the last restart point at or before the entry spanning
+    /// `current..end`, and checks the restart array against the entries: no restart point
+    /// falls inside an entry (a seek would start decoding there), and at most
+    /// [`BLOCK_RESTART_INTERVAL_MAX`] entries follow one (so `prev` stays linear).
+    fn step_restarts(&mut self, current: usize, end: usize) -> std::result::Result<(), String> {
+        let view = self.block.view();
+        let mut stepped = false;
+        while self.restart_index + 1 < view.restart_count
+            && view.restart_point(self.restart_index + 1) <= current
+        {
+            self.restart_index += 1;
+            stepped = true;
+        }
+        if stepped || view.restart_point(self.restart_index) == current {
+            self.since_restart = 0;
+        } else {
+            self.since_restart += 1;
+        }
+        if self.since_restart >= BLOCK_RESTART_INTERVAL_MAX {
+            return Err(format!(
+                "more than {BLOCK_RESTART_INTERVAL_MAX} block entries follow one restart point"
+            ));
+        }
+        if self.restart_index + 1 < view.restart_count
+            && view.restart_point(self.restart_index + 1) < end
+        {
+            return Err("a restart point falls inside a block entry".to_string());
+        }
+        Ok(())
+    }
+
     /// Decodes the entry at `next_offset`; false at the end of the block or on corruption.
     fn parse_next(&mut self) -> bool {
         self.current = self.next_offset;
@@ -554,10 +593,9 @@ impl<B: BlockSource> BlockIterator<B> {
             );
             return false;
         };
-        while self.restart_index + 1 < self.block.view().restart_count
-            && self.block.view().restart_point(self.restart_index + 1) <= current
-        {
-            self.restart_index += 1;
+        if let Err(reason) = self.step_restarts(current, entry.value.1) {
+            self.fail(current, &reason);
+            return false;
         }
         if entry.shared > self.key.len()
             || (entry.shared != 0 && self.block.view().restart_point(self.restart_index) == current)
@@ -578,14 +616,29 @@ impl<B: BlockSource> BlockIterator<B> {
             .get(entry.key_delta.0..entry.key_delta.1)
             .unwrap_or_default();
         self.key.extend_from_slice(delta);
-        if parse_internal_key(&self.key).is_none() {
-            self.fail(current, "block entry key is not a valid internal key");
+        if let Err(reason) = check_entry_lengths(&self.key, entry.value) {
+            self.fail(current, reason);
             return false;
         }
         self.value = entry.value;
         self.next_offset = entry.value.1;
         true
     }
+}
+
+/// Refuses a decoded entry no builder writes: an invalid internal key, a key over
+/// `KEY_BYTES_MAX`, or a value over the stored limit (a compaction would fail writing it).
+fn check_entry_lengths(key: &[u8], value: (usize, usize)) -> std::result::Result<(), &'static str> {
+    if parse_internal_key(key).is_none() {
+        return Err("block entry key is not a valid internal key");
+    }
+    if key.len() > crate::key::KEY_BYTES_MAX + 8 {
+        return Err("block entry key is longer than the largest key");
+    }
+    if value.1.saturating_sub(value.0) > crate::expiry::STORED_VALUE_BYTES_MAX {
+        return Err("block entry value is longer than the largest value");
+    }
+    Ok(())
 }
 
 impl<B: BlockSource + Send> InternalIterator for BlockIterator<B> {

@@ -234,3 +234,89 @@ fn errors_name_file_and_offset() {
         other => panic!("unexpected {other}"),
     }
 }
+
+/// Reads `block` front to back; the iterator's status at the end.
+fn scan_status(block: Block) -> Result<usize> {
+    let mut iter = Arc::new(block).iter();
+    iter.seek_to_first();
+    let mut entries = 0;
+    while iter.valid() {
+        entries += 1;
+        iter.next();
+    }
+    iter.status().map(|()| entries)
+}
+
+/// A block by hand: entries of (shared, key delta, value), then the restart array.
+fn raw_block(entries: &[(u32, &[u8], &[u8])], restarts: &[u32]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for (shared, delta, value) in entries {
+        for field in [*shared, delta.len() as u32, value.len() as u32] {
+            bytes.extend_from_slice(&field.to_le_bytes());
+        }
+        bytes.extend_from_slice(delta);
+        bytes.extend_from_slice(value);
+    }
+    for restart in restarts {
+        bytes.extend_from_slice(&restart.to_le_bytes());
+    }
+    bytes.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
+    bytes
+}
+
+fn trailer_key(user: &[u8]) -> Vec<u8> {
+    internal_key(user, 7, ValueKind::Put)
+}
+
+/// A restart point must start an entry: one inside an entry's value would let a seek land
+/// on bytes a scan never checked (a forged index entry, or a key no scan returns).
+#[test]
+fn a_restart_point_inside_an_entry_is_corruption() {
+    let hidden = trailer_key(b"p");
+    let fake = raw_block(&[(0, &hidden, b"forged")], &[]);
+    // The fake entry without its restart array: just the entry bytes.
+    let fake_entry = &fake[..fake.len() - 4];
+    let first = trailer_key(b"a");
+    let fake_offset = (12 + first.len()) as u32;
+    let bytes = raw_block(&[(0, &first, fake_entry)], &[0, fake_offset]);
+    let block = Block::new(bytes, BlockOrigin::detached());
+    let detected = block.map_or(true, |block| scan_status(block).is_err());
+    assert!(detected, "a restart inside an entry went unnoticed");
+}
+
+/// The builder places a restart at most `BLOCK_RESTART_INTERVAL_MAX` entries apart; a block
+/// with more between two would make `prev` quadratic.
+#[test]
+fn too_many_entries_between_restarts_is_corruption() {
+    let mut builder = BlockBuilder::new(usize::MAX);
+    for number in 0..=BLOCK_RESTART_INTERVAL_MAX as u32 {
+        builder.add(&trailer_key(&number.to_be_bytes()), b"v");
+    }
+    let block = Block::new(builder.finish(), BlockOrigin::detached()).unwrap();
+    assert!(scan_status(block).is_err());
+    let mut builder = BlockBuilder::new(BLOCK_RESTART_INTERVAL_MAX);
+    for number in 0..=BLOCK_RESTART_INTERVAL_MAX as u32 {
+        builder.add(&trailer_key(&number.to_be_bytes()), b"v");
+    }
+    let block = Block::new(builder.finish(), BlockOrigin::detached()).unwrap();
+    assert_eq!(scan_status(block).unwrap(), BLOCK_RESTART_INTERVAL_MAX + 1);
+}
+
+/// A key longer than any the builder takes is corruption when read, not a failure of the
+/// compaction that later tries to write it again.
+#[test]
+fn a_key_over_the_limit_is_corruption() {
+    for (length, accepted) in [
+        (crate::key::KEY_BYTES_MAX, true),
+        (crate::key::KEY_BYTES_MAX + 1, false),
+    ] {
+        let mut builder = BlockBuilder::new(16);
+        builder.add(&trailer_key(&vec![b'k'; length]), b"v");
+        let block = Block::new(builder.finish(), BlockOrigin::detached()).unwrap();
+        assert_eq!(
+            scan_status(block).is_ok(),
+            accepted,
+            "key of {length} bytes"
+        );
+    }
+}
