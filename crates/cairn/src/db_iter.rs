@@ -240,7 +240,8 @@ impl DbIterator {
             }
             self.inner.prev();
         }
-        if kind == ValueKind::Delete {
+        // A read error may have hidden a newer version (or a tombstone) of `saved_key`.
+        if kind == ValueKind::Delete || (!self.inner.valid() && self.inner.status().is_err()) {
             self.valid = false;
             self.saved_key.clear();
             self.saved_value.clear();
@@ -294,15 +295,22 @@ impl DbIterator {
                 // The first entry at or after `upper`, then one step back.
                 self.inner
                     .seek(&internal_key(&upper, SEQUENCE_MAX, ValueKind::SEEK));
-                if self.inner.valid() {
-                    self.inner.prev();
-                } else {
-                    self.inner.seek_to_last();
-                }
+                self.step_back_or_to_last();
             }
             None => self.inner.seek_to_last(),
         }
         self.find_prev_user_entry();
+    }
+
+    /// After a seek to just past where a reverse scan starts: one step back, or, when the
+    /// seek found nothing after that point, the last entry. A seek that failed is not
+    /// "nothing after": the inner iterator stays failed, never re-seeked past the bound.
+    fn step_back_or_to_last(&mut self) {
+        if self.inner.valid() {
+            self.inner.prev();
+        } else if self.inner.status().is_ok() {
+            self.inner.seek_to_last();
+        }
     }
 
     /// Positions at the last key `<= target` (clamped to the bounds).
@@ -317,11 +325,7 @@ impl DbIterator {
         self.saved_value.clear();
         // (target, 0, Delete) sorts after every real version of target (sequences start at 1).
         self.inner.seek(&internal_key(target, 0, ValueKind::Delete));
-        if self.inner.valid() {
-            self.inner.prev();
-        } else {
-            self.inner.seek_to_last();
-        }
+        self.step_back_or_to_last();
         self.find_prev_user_entry();
     }
 
@@ -337,7 +341,8 @@ impl DbIterator {
             // skip them as usual.
             if self.inner.valid() {
                 self.inner.next();
-            } else {
+            } else if self.inner.status().is_ok() {
+                // Nothing before the current key's entries: they start the inner order.
                 self.inner.seek_to_first();
             }
             if !self.inner.valid() {
@@ -608,3 +613,81 @@ impl DoubleEndedIterator for RangeIter {
 }
 
 impl std::iter::FusedIterator for RangeIter {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iter::test_support::PoisonedIterator;
+    use crate::iter::{MergingIterator, VecIterator};
+
+    fn put(user: &[u8], sequence: u64) -> (Vec<u8>, Vec<u8>) {
+        (internal_key(user, sequence, ValueKind::Put), b"v".to_vec())
+    }
+
+    /// An iterator over a..z at sequence 1 and `newer` (failing on user keys in `bad`).
+    fn over(
+        newer: Vec<(Vec<u8>, Vec<u8>)>,
+        bad: std::ops::Range<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> DbIterator {
+        let older: Vec<_> = (b'a'..=b'z').map(|user| put(&[user], 1)).collect();
+        let merge = MergingIterator::new(vec![
+            Box::new(VecIterator::new(older)),
+            Box::new(PoisonedIterator::new(newer, bad)),
+        ]);
+        DbIterator::new(
+            Box::new(merge),
+            10,
+            None,
+            upper.map(<[u8]>::to_vec),
+            Box::new(()),
+        )
+    }
+
+    /// A read error while positioning from the end stops the iterator with the error: it
+    /// used to fall back to the last entry, past the upper bound.
+    #[test]
+    fn a_failed_seek_from_the_end_stays_failed() {
+        let newer = || vec![put(b"m", 5), put(b"y", 5)];
+        let mut iterator = over(newer(), &b"m"[..]..&b"n"[..], Some(b"m"));
+        iterator.seek_to_last();
+        assert!(
+            !iterator.valid() || iterator.key() < &b"m"[..],
+            "{:?} is past the upper bound",
+            iterator.key()
+        );
+        assert!(iterator.valid() || iterator.status().is_err());
+        let mut iterator = over(newer(), &b"m"[..]..&b"n"[..], None);
+        iterator.seek_for_prev(b"m");
+        assert!(
+            !iterator.valid() || iterator.key() <= &b"m"[..],
+            "{:?}",
+            iterator.key()
+        );
+        assert!(iterator.valid() || iterator.status().is_err());
+    }
+
+    /// A deleted key is never yielded because the table holding its tombstone failed.
+    #[test]
+    fn a_tombstone_behind_a_read_error_does_not_resurrect_its_key() {
+        let tombstone = (internal_key(b"c", 5, ValueKind::Delete), Vec::new());
+        let mut iterator = over(vec![tombstone.clone()], &b"c"[..]..&b"d"[..], None);
+        iterator.seek_to_first();
+        let mut seen = Vec::new();
+        while iterator.valid() {
+            seen.push(iterator.key().to_vec());
+            iterator.next();
+        }
+        assert!(!seen.contains(&b"c".to_vec()), "{seen:?}");
+        assert!(iterator.status().is_err());
+        let mut iterator = over(vec![tombstone], &b"c"[..]..&b"d"[..], None);
+        iterator.seek_to_last();
+        seen.clear();
+        while iterator.valid() {
+            seen.push(iterator.key().to_vec());
+            iterator.prev();
+        }
+        assert!(!seen.contains(&b"c".to_vec()), "{seen:?}");
+        assert!(iterator.status().is_err());
+    }
+}

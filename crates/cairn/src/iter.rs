@@ -83,6 +83,9 @@ enum Direction {
 /// a real key no smaller than any pending child's real position. 3. When the direction
 /// changes, every non-current child is repositioned around the current key (as `LevelDB`
 /// does), so the merged order stays total even though children only support one cursor each.
+/// 4. A child that fails (invalid with an error) ends the merge: it is invalid and reports
+/// that error until repositioned, since the failed child may hold what would have hidden the
+/// other children's next entries (a newer version, a tombstone).
 pub struct MergingIterator {
     children: Vec<Box<dyn InternalIterator>>,
     heap: Vec<usize>,
@@ -206,6 +209,10 @@ impl MergingIterator {
         for (index, child) in self.children.iter().enumerate() {
             if child.valid() || self.pending_bound(index).is_some() {
                 self.heap.push(index);
+            } else if child.status().is_err() {
+                // Invariant 4: a failed child ends the merge.
+                self.heap.clear();
+                return;
             }
         }
         for position in (0..self.heap.len() / 2).rev() {
@@ -226,6 +233,13 @@ impl MergingIterator {
             || self.children.get(root).is_some_and(|child| child.valid());
         if still_valid {
             self.sift_down(0);
+        } else if self
+            .children
+            .get(root)
+            .is_some_and(|child| child.status().is_err())
+        {
+            // Invariant 4: a failed child ends the merge.
+            self.heap.clear();
         } else {
             let last = self.heap.len() - 1;
             self.heap.swap(0, last);
@@ -344,7 +358,8 @@ impl InternalIterator for MergingIterator {
                 child.seek(&key);
                 if child.valid() {
                     child.prev();
-                } else {
+                } else if child.status().is_ok() {
+                    // Nothing at or after the key: this child's entries all sort before it.
                     child.seek_to_last();
                 }
             }
@@ -469,7 +484,73 @@ impl InternalIterator for VecIterator {
 /// Test helpers shared by the iterator tests of every module.
 #[cfg(test)]
 pub(crate) mod test_support {
-    use super::InternalIterator;
+    use super::{InternalIterator, VecIterator};
+    use crate::error::{Error, Result};
+    use crate::key::user_key;
+
+    /// A child whose entries with a user key in `bad` cannot be read (as if their block
+    /// failed its checksum): landing on one leaves it invalid with an error, until the next
+    /// repositioning, which clears the error as every child's does.
+    #[derive(Debug)]
+    pub(crate) struct PoisonedIterator {
+        inner: VecIterator,
+        bad: std::ops::Range<Vec<u8>>,
+        error: Option<Error>,
+    }
+
+    impl PoisonedIterator {
+        pub(crate) fn new(entries: Entries, bad: std::ops::Range<&[u8]>) -> Self {
+            PoisonedIterator {
+                inner: VecIterator::new(entries),
+                bad: bad.start.to_vec()..bad.end.to_vec(),
+                error: None,
+            }
+        }
+
+        fn check(&mut self) {
+            if self.inner.valid() && self.bad.contains(&user_key(self.inner.key()).to_vec()) {
+                self.error = Some(Error::corruption("/db/000009.sst", 0, "poisoned block"));
+            }
+        }
+
+        fn reposition(&mut self, step: impl FnOnce(&mut VecIterator)) {
+            self.error = None;
+            step(&mut self.inner);
+            self.check();
+        }
+    }
+
+    impl InternalIterator for PoisonedIterator {
+        fn valid(&self) -> bool {
+            self.error.is_none() && self.inner.valid()
+        }
+        fn seek_to_first(&mut self) {
+            self.reposition(VecIterator::seek_to_first);
+        }
+        fn seek_to_last(&mut self) {
+            self.reposition(VecIterator::seek_to_last);
+        }
+        fn seek(&mut self, target: &[u8]) {
+            self.reposition(|inner| inner.seek(target));
+        }
+        fn next(&mut self) {
+            self.inner.next();
+            self.check();
+        }
+        fn prev(&mut self) {
+            self.inner.prev();
+            self.check();
+        }
+        fn key(&self) -> &[u8] {
+            self.inner.key()
+        }
+        fn value(&self) -> &[u8] {
+            self.inner.value()
+        }
+        fn status(&self) -> Result<()> {
+            self.error.clone().map_or(Ok(()), Err)
+        }
+    }
 
     /// Owned (key, value) pairs in iteration order.
     pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -503,6 +584,61 @@ mod tests {
     use super::*;
     use crate::key::{internal_key, ValueKind};
     use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+    fn put(user: &[u8], sequence: u64) -> (Vec<u8>, Vec<u8>) {
+        (internal_key(user, sequence, ValueKind::Put), b"v".to_vec())
+    }
+
+    /// A merge whose child fails stops there with the child's error: carrying on with the
+    /// other children would hand out versions the failed child may hide (a newer value, a
+    /// tombstone) as if nothing had happened.
+    #[test]
+    fn a_merge_stops_at_a_failed_child_in_both_directions() {
+        use test_support::PoisonedIterator;
+        let older: Vec<_> = [b"a", b"b", b"c", b"d", b"e"]
+            .iter()
+            .map(|user| put(*user, 1))
+            .collect();
+        let newer = vec![
+            put(b"a", 5),
+            (internal_key(b"c", 5, ValueKind::Delete), vec![]),
+            put(b"e", 5),
+        ];
+        let merge = || {
+            MergingIterator::new(vec![
+                Box::new(VecIterator::new(older.clone())),
+                Box::new(PoisonedIterator::new(newer.clone(), &b"c"[..]..&b"d"[..])),
+            ])
+        };
+        let mut forward = merge();
+        let mut seen = Vec::new();
+        forward.seek_to_first();
+        while forward.valid() {
+            seen.push(user_key(forward.key()).to_vec());
+            forward.next();
+        }
+        assert!(forward.status().is_err());
+        assert!(seen.iter().all(|user| user.as_slice() < b"c"), "{seen:?}");
+        let mut backward = merge();
+        seen.clear();
+        backward.seek_to_last();
+        while backward.valid() {
+            seen.push(user_key(backward.key()).to_vec());
+            backward.prev();
+        }
+        assert!(backward.status().is_err());
+        assert!(seen.iter().all(|user| user.as_slice() > b"c"), "{seen:?}");
+        // Turning from forward to reverse re-seeks the children around the current key.
+        let mut turning = merge();
+        turning.seek(&internal_key(b"e", 9, ValueKind::SEEK));
+        assert!(turning.valid());
+        turning.prev();
+        while turning.valid() {
+            assert!(user_key(turning.key()) > &b"c"[..], "past the failed child");
+            turning.prev();
+        }
+        assert!(turning.status().is_err());
+    }
 
     #[test]
     fn merging_matches_sorted_union_in_both_directions() {
