@@ -188,6 +188,18 @@ pub struct DbArg {
     /// Database directory
     #[arg(long, value_name = "DIR")]
     db: PathBuf,
+    /// Levels to open the database with (2 to 32). Without it an existing database opens
+    /// with as many as it already uses (one past its deepest table), so the application
+    /// that made it with fewer than the default can still open it; a new one gets 7
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=32))]
+    levels: Option<u64>,
+}
+
+impl DbArg {
+    /// `--levels`, if given (clap keeps it within 2..=32, which fits any `usize`).
+    fn levels(&self) -> Option<usize> {
+        self.levels.and_then(|levels| usize::try_from(levels).ok())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -275,11 +287,12 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             value,
         } => {
             let (key, value) = (format.parse(&key)?, format.parse(&value)?);
-            open::open_for_write(&db.db, create, Options::default())?.put(&key, &value)?;
+            open::open_for_write(&db.db, create, Options::default(), db.levels())?
+                .put(&key, &value)?;
         }
         Command::Get { db, format, key } => {
             let key_bytes = format.parse(&key)?;
-            match open::open_for_read(&db.db)?.get(&key_bytes)? {
+            match open::open_for_read(&db.db, db.levels())?.get(&key_bytes)? {
                 Some(value) => writeln!(out, "{}", format.render(&value))?,
                 None => {
                     eprintln!("key not found: {key}");
@@ -289,7 +302,7 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         }
         Command::Delete { db, format, key } => {
             let key = format.parse(&key)?;
-            open::open_existing(&db.db)?.delete(&key)?;
+            open::open_existing(&db.db, db.levels())?.delete(&key)?;
         }
         Command::Scan {
             db,
@@ -303,7 +316,7 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             let to = to.map(|key| format.parse(&key)).transpose()?;
             let lower = from.as_deref().map_or(Bound::Unbounded, Bound::Included);
             let upper = to.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            let db = open::open_for_read(&db.db)?;
+            let db = open::open_for_read(&db.db, db.levels())?;
             let entries = db.range::<[u8], _>((lower, upper))?;
             let entries: Box<dyn Iterator<Item = _>> = if reverse {
                 Box::new(entries.rev())
@@ -316,11 +329,11 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             }
         }
         Command::Stats { db } => {
-            let stats = open::open_for_read(&db.db)?.stats();
+            let stats = open::open_for_read(&db.db, db.levels())?.stats();
             writeln!(out, "{}", stats.to_string().trim_end())?;
         }
         Command::Compact { db } => {
-            let db = open::open_existing(&db.db)?;
+            let db = open::open_existing(&db.db, db.levels())?;
             db.flush()?;
             db.compact_range(None, None)?;
         }
@@ -362,7 +375,7 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
         None if io::stdin().is_terminal() && io::stdout().is_terminal() => (None, Source::Stdin),
         None => (Some(Box::new(io::stdin().lock())), Source::Stdin),
     };
-    let db = open::open_for_write(&args.db.db, true, options)?;
+    let db = open::open_for_write(&args.db.db, true, options, args.db.levels())?;
     let store = if args.sync {
         let mut write_options = WriteOptions::default();
         write_options.sync = true;

@@ -6,6 +6,13 @@
 //! empty or missing — "no database" — or holds other files — "not a cairn database");
 //! `CURRENT` names a MANIFEST whose first record is a cairn edit (else "not a cairn
 //! database"). Only then does the library open it, so a failed open never leaves a `LOCK`.
+//!
+//! Levels: the library refuses a MANIFEST with a table at a level at or past `level_count`,
+//! and a compaction may move tables down to the last level. An application may have created
+//! the database with fewer levels than the default, and the CLI cannot know how many: it
+//! opens an existing database with as many levels as it already uses (one past its deepest
+//! table), never more, so every application that could open it before still can; and never
+//! fewer, so it always opens. `--levels N` chooses more.
 
 use crate::Failure;
 use cairn::{Db, FileSystem, Options, StdFs};
@@ -93,32 +100,73 @@ fn require_database(dir: &Path, hint: &str) -> Result<(), Failure> {
     )))
 }
 
-/// Opens `dir` for reading: every read-only command goes through here.
-pub fn open_for_read(dir: &Path) -> Result<Db, Failure> {
+/// The fewest levels the library accepts (`Options::level_count`).
+const LEVELS_MIN: usize = 2;
+
+/// The deepest level holding a table in `dir`'s MANIFEST (`Some(None)`: no table yet), or
+/// `None` when there is no MANIFEST to read: a new database, or damage that the library's
+/// open then names.
+fn deepest_table_level(dir: &Path) -> Option<Option<usize>> {
+    let tables = cairn::inspect::manifest::live_tables(dir).ok()?;
+    Some(tables.iter().map(|live| live.table.level).max())
+}
+
+/// The `level_count` to open `dir` with: `requested` (`--levels`) if given and deep enough
+/// for every table; else, for an existing database, one past its deepest table (see the
+/// module comment); else the library's default.
+fn level_count(dir: &Path, requested: Option<usize>) -> Result<usize, Failure> {
+    let Some(deepest) = deepest_table_level(dir) else {
+        return Ok(requested.unwrap_or(Options::default().level_count));
+    };
+    let needed = deepest.map_or(LEVELS_MIN, |level| (level + 1).max(LEVELS_MIN));
+    match (requested, deepest) {
+        (Some(levels), Some(level)) if levels < needed => Err(Failure::Message(format!(
+            "--levels {levels} is too few for {}: it holds tables at level {level}, so it needs \
+             at least {needed} levels",
+            dir.display()
+        ))),
+        (Some(levels), _) => Ok(levels),
+        (None, _) => Ok(needed),
+    }
+}
+
+/// Opens `dir` for reading: every read-only command goes through here. `levels` is
+/// `--levels`.
+pub fn open_for_read(dir: &Path, levels: Option<usize>) -> Result<Db, Failure> {
     require_database(dir, "")?;
+    let mut options = Options::default();
+    options.level_count = level_count(dir, levels)?;
     // Read-only: no LOCK, no WAL, no MANIFEST or CURRENT rewrite, so it runs beside a
     // process that holds the database and leaves every file as it was.
-    Ok(Db::open_read_only(dir, Options::default())?)
+    Ok(Db::open_read_only(dir, options)?)
 }
 
 /// Opens `dir` for writing (`put`, and the shell); creates the database only when `create`
 /// is set (`put --create`, and the shell), and then only in a missing or empty directory.
-pub fn open_for_write(dir: &Path, create: bool, mut options: Options) -> Result<Db, Failure> {
+/// `options.level_count` is replaced by the choice of [`level_count`].
+pub fn open_for_write(
+    dir: &Path,
+    create: bool,
+    mut options: Options,
+    levels: Option<usize>,
+) -> Result<Db, Failure> {
     if create {
         inspect_dir(dir)?;
     } else {
         require_database(dir, "; pass --create to create one")?;
     }
     options.create_if_missing = create;
+    options.level_count = level_count(dir, levels)?;
     Ok(Db::open(dir, options)?)
 }
 
 /// Opens the database in `dir` for a command that changes but never creates one (`delete`,
 /// `compact`).
-pub fn open_existing(dir: &Path) -> Result<Db, Failure> {
+pub fn open_existing(dir: &Path, levels: Option<usize>) -> Result<Db, Failure> {
     require_database(dir, "")?;
     let mut options = Options::default();
     options.create_if_missing = false;
+    options.level_count = level_count(dir, levels)?;
     Ok(Db::open(dir, options)?)
 }
 
