@@ -1,6 +1,6 @@
 //! The command line: clap's definitions and the dispatch of each command.
 
-use crate::shell::{Shell, Source};
+use crate::shell::{RunError, Shell, Source};
 use crate::{db_store, interactive, open, text, tools, Failure};
 use cairn::{Options, WriteOptions};
 use clap::{Args, Parser, Subcommand};
@@ -39,7 +39,9 @@ Text commands take keys and values as text with escapes (\\\\ \\\" \\t \\n \\r \
 Blank lines are ignored. A bad line is reported on stderr as `error: line N: ...` and the shell
 continues. At the end a summary (commands, seconds, commands/s) is printed on stderr.
 The shell creates the database if the directory is missing or empty.
-Exit status: 0 if every line succeeded, 1 if some lines failed, 2 on a fatal error.
+Exit status: 0 if every line succeeded, 1 if some lines failed, 2 on a fatal error. An output
+closed part way (`| head`) is fatal: the shell stops, prints `error: output closed at line N;
+the remaining lines were not run` and exits 2.
 
 Examples (from the repository root; the demo's load paths are relative to it):
   cairn shell --db /tmp/cairn-demo < crates/cairn-cli/workloads/demo.txt
@@ -388,11 +390,13 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
         Some(input) => {
             let out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
             let mut shell = Shell::new(store, out, source).with_progress(progress);
-            shell.run(input, &mut io::stderr().lock())?
+            shell
+                .run(input, &mut io::stderr().lock())
+                .map_err(stopped)?
         }
         None => {
             let mut shell = Shell::new(store, io::stdout(), source).with_progress(progress);
-            interactive::run(&mut shell)?
+            interactive::run(&mut shell).map_err(stopped)?
         }
     };
     if args.no_wal {
@@ -404,6 +408,25 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// How a shell run that stopped early ends the program. A closed output is not the quiet end
+/// it is for a read command (`cairn scan | head`): the lines after it, writes among them, did
+/// not run, which the exit status and the message must say.
+fn stopped(error: RunError) -> Failure {
+    match error {
+        RunError::Output { line, error } if error.kind() == io::ErrorKind::BrokenPipe => {
+            Failure::Message(format!(
+                "output closed at line {line}; the remaining lines were not run"
+            ))
+        }
+        RunError::Output { line, error } => Failure::Message(format!(
+            "cannot write the output at line {line} ({error}); the remaining lines were not run"
+        )),
+        RunError::Input(error) => Failure::Message(format!("cannot read the input: {error}")),
+        // Every line ran: a reader that left early only missed output, as with `get`.
+        RunError::Flush(error) => error.into(),
+    }
 }
 
 impl Format {

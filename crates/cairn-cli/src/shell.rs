@@ -119,6 +119,23 @@ impl From<String> for CommandError {
     }
 }
 
+/// Why a run stopped before the end of its input.
+#[derive(Debug)]
+pub enum RunError {
+    /// Reading the input failed.
+    Input(io::Error),
+    /// Writing the output or a line's error failed while line `line` ran: that line ran, the
+    /// ones after it did not.
+    Output {
+        /// The line that was running.
+        line: u64,
+        /// What the write returned.
+        error: io::Error,
+    },
+    /// Writing the output failed after every line had run (the final flush).
+    Flush(io::Error),
+}
+
 /// Counters of one shell run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunSummary {
@@ -270,15 +287,24 @@ impl<S: Store, W: Write> Shell<S, W> {
     ) -> Result<(), CommandError> {
         let mut left = limit.unwrap_or(usize::MAX);
         let out = &mut self.out;
+        // An output error stops the scan and the shell (`CommandError::Output`), not only
+        // this line, so it is kept whole rather than turned into a message.
+        let mut failed_write = None;
         let mut visit = |key: &[u8], value: &[u8]| -> Result<bool, String> {
             if left == 0 {
                 return Ok(false);
             }
             left -= 1;
-            writeln!(out, "{} {}", render(key), render(value)).map_err(|e| e.to_string())?;
+            if let Err(error) = writeln!(out, "{} {}", render(key), render(value)) {
+                failed_write = Some(error);
+                return Ok(false);
+            }
             Ok(left > 0)
         };
         self.store.scan(from, to, &mut visit)?;
+        if let Some(error) = failed_write {
+            return Err(CommandError::Output(error));
+        }
         // The empty line ends the listing: no entry prints as one (an empty key is `""`).
         writeln!(self.out)?;
         Ok(())
@@ -406,12 +432,12 @@ impl<S: Store, W: Write> Shell<S, W> {
     }
 
     /// Reads `input` to the end, executing every line. Per-line errors go to `errors`; an
-    /// error reading the input or writing the output stops the run.
+    /// error reading the input or writing the output stops the run and says where.
     pub fn run<R: BufRead>(
         &mut self,
         mut input: R,
         errors: &mut dyn Write,
-    ) -> io::Result<RunSummary> {
+    ) -> Result<RunSummary, RunError> {
         let started = Instant::now();
         let mut summary = RunSummary {
             commands: 0,
@@ -422,16 +448,21 @@ impl<S: Store, W: Write> Shell<S, W> {
         let mut line_number = 0u64;
         loop {
             raw.clear();
-            if input.read_until(b'\n', &mut raw)? == 0 {
+            if input.read_until(b'\n', &mut raw).map_err(RunError::Input)? == 0 {
                 break;
             }
             line_number += 1;
-            if let Some(failed) = self.run_line(line_number, &raw, errors)? {
+            let ran = self.run_line(line_number, &raw, errors);
+            let ran = ran.map_err(|error| RunError::Output {
+                line: line_number,
+                error,
+            })?;
+            if let Some(failed) = ran {
                 summary.commands += 1;
                 summary.errors += u64::from(failed);
             }
         }
-        self.out.flush()?;
+        self.out.flush().map_err(RunError::Flush)?;
         summary.elapsed = started.elapsed();
         Ok(summary)
     }

@@ -188,3 +188,33 @@ fn rejects_non_utf8_lines() {
         "error: line 2: line is not valid UTF-8\n"
     );
 }
+
+/// Output whose reader has gone away (`| head`).
+struct ClosedOutput;
+
+impl Write for ClosedOutput {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::BrokenPipe.into())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Err(io::ErrorKind::BrokenPipe.into())
+    }
+}
+
+#[test]
+fn a_closed_output_stops_the_run_at_the_line_that_wrote() {
+    for listing in ["scan", "g 1", "r 0 9"] {
+        let mut shell = Shell::new(Map::new(), ClosedOutput, Source::Stdin);
+        let mut errors = Vec::new();
+        let input = format!("p 1 1\n{listing}\np 2 2\n");
+        let stopped = shell.run(input.as_bytes(), &mut errors);
+        assert!(
+            matches!(stopped, Err(RunError::Output { line: 2, .. })),
+            "{listing}: {stopped:?}"
+        );
+        assert_eq!(String::from_utf8(errors).unwrap(), "", "{listing}");
+        let (map, _) = shell.into_parts();
+        assert_eq!(map.len(), 1, "{listing}: the line after the failure ran");
+    }
+}

@@ -81,6 +81,35 @@ pub fn cairn(cwd: &Path, args: &[&str], stdin: &str) -> Run {
     }
 }
 
+/// Runs `cairn <args>` in `cwd` with `stdin` as its input and its stdout a pipe whose reading
+/// end is closed before the child prints anything (as `| head -0` would); `stdout` is empty.
+pub fn cairn_with_closed_stdout(cwd: &Path, args: &[&str], stdin: &str) -> Run {
+    let spawning = SPAWNS.read().unwrap_or_else(PoisonError::into_inner);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cairn");
+    drop(spawning);
+    drop(child.stdout.take());
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.as_bytes().to_vec();
+    // The child may stop reading part way: a failed write here is expected.
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&bytes);
+    });
+    let output: Output = child.wait_with_output().expect("wait for cairn");
+    feeder.join().unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::new(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
 /// Runs `cairn <args>` and requires success; returns stdout.
 pub fn ok(cwd: &Path, args: &[&str]) -> String {
     let run = cairn(cwd, args, "");
