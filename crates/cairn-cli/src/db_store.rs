@@ -101,16 +101,76 @@ impl Store for DbStore<'_> {
         let places = std::iter::once(None).chain((0..self.db.level_stats().len()).map(Some));
         let mut levels = Vec::new();
         for (index, place) in places.enumerate() {
-            let entries = self.db.level_entries(place, usize::MAX).map_err(text)?;
-            levels.push(LevelDump {
-                level: index + 1,
-                count: entries.len(),
-                pairs: entries
-                    .into_iter()
-                    .take(limit.unwrap_or(usize::MAX))
-                    .collect(),
-            });
+            let dump = level_dump(self.db, place, limit.unwrap_or(usize::MAX));
+            let mut dump = dump.map_err(text)?;
+            dump.level = index + 1;
+            levels.push(dump);
         }
         Ok(format_stats(logical_pairs, &levels))
+    }
+}
+
+/// The pairs stored in one place of the tree (`Db::level_entries`): all counted, the first
+/// `limit` kept. Counted as they stream by, so a level of any size costs memory for `limit`
+/// pairs only. `level` is left 0 for the caller.
+fn level_dump(db: &Db, place: Option<usize>, limit: usize) -> Result<LevelDump, cairn::Error> {
+    let mut dump = LevelDump {
+        level: 0,
+        count: 0,
+        pairs: Vec::new(),
+    };
+    db.visit_level_entries(place, |key, value| {
+        dump.count += 1;
+        if dump.pairs.len() < limit {
+            dump.pairs.push((key.to_vec(), value.to_vec()));
+            #[cfg(test)]
+            tests::held(dump.pairs.len());
+        }
+        true
+    })?;
+    Ok(dump)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The most pairs `level_dump` held in memory at once on this thread.
+        static PEAK_HELD: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Records that `level_dump` holds `pairs` pairs.
+    pub(super) fn held(pairs: usize) {
+        PEAK_HELD.with(|peak| peak.set(peak.get().max(pairs)));
+    }
+
+    #[test]
+    fn level_dump_counts_every_pair_and_holds_only_the_first_n() {
+        let db = Db::open("/db", cairn::Options::in_memory()).unwrap();
+        for key in 0..300u32 {
+            db.put(key.to_be_bytes(), b"flushed").unwrap();
+        }
+        db.flush().unwrap();
+        for key in 0..200u32 {
+            db.put(key.to_be_bytes(), b"in memory").unwrap();
+        }
+        PEAK_HELD.with(|peak| peak.set(0));
+        let on_disk = level_dump(&db, Some(0), 5).unwrap();
+        assert_eq!((on_disk.count, on_disk.pairs.len()), (300, 5));
+        assert_eq!(
+            on_disk.pairs[0],
+            (0u32.to_be_bytes().to_vec(), b"flushed".to_vec())
+        );
+        let in_memory = level_dump(&db, None, 5).unwrap();
+        assert_eq!((in_memory.count, in_memory.pairs.len()), (200, 5));
+        assert_eq!(level_dump(&db, Some(0), 0).unwrap().pairs, Vec::new());
+        assert_eq!(level_dump(&db, Some(1), 5).unwrap().count, 0);
+        assert!(
+            PEAK_HELD.with(Cell::get) <= 5,
+            "held {} pairs to dump 5",
+            PEAK_HELD.with(Cell::get)
+        );
     }
 }
