@@ -68,16 +68,7 @@ impl Store for BTreeMap<Vec<u8>, Vec<u8>> {
     }
 
     fn increment(&mut self, key: &[u8], by: i64) -> Result<i64, String> {
-        let current = match BTreeMap::get(self, key) {
-            None => 0,
-            Some(bytes) => std::str::from_utf8(bytes)
-                .ok()
-                .and_then(|text| text.parse::<i64>().ok())
-                .ok_or("value is not a decimal 64-bit integer")?,
-        };
-        let new = current
-            .checked_add(by)
-            .ok_or("increment overflows a 64-bit integer")?;
+        let new = next_counter(BTreeMap::get(self, key).map(Vec::as_slice), by)?;
         self.insert(key.to_vec(), new.to_string().into_bytes());
         Ok(new)
     }
@@ -96,6 +87,22 @@ impl Store for BTreeMap<Vec<u8>, Vec<u8>> {
         };
         Ok(crate::levels::format_stats(self.len(), &[level]))
     }
+}
+
+/// The value `incr` stores: `current` (decimal ASCII, absent is 0) plus `by`, with the
+/// messages of `Db::increment`, whose parse and checked add this repeats for the stores that
+/// cannot call it.
+pub fn next_counter(current: Option<&[u8]>, by: i64) -> Result<i64, String> {
+    let current = match current {
+        None => 0,
+        Some(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| text.parse::<i64>().ok())
+            .ok_or("value is not a decimal 64-bit integer")?,
+    };
+    current
+        .checked_add(by)
+        .ok_or_else(|| "increment overflows a 64-bit integer".to_string())
 }
 
 /// Why one command failed.
