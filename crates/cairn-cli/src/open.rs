@@ -33,10 +33,10 @@ fn not_cairn(dir: &Path, why: &str) -> Failure {
     Failure::Message(format!("{} is not a cairn database ({why})", dir.display()))
 }
 
-/// Looks at `dir` without writing anything.
-fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
+/// The sorted names in `dir`, or `None` if it does not exist; refuses a file.
+fn names_in(dir: &Path) -> Result<Option<Vec<String>>, Failure> {
     let metadata = match std::fs::metadata(dir) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(format!("cannot open {}: {error}", dir.display()).into()),
         Ok(metadata) => metadata,
     };
@@ -48,18 +48,28 @@ fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
         .filter_map(|entry| Some(entry.ok()?.file_name().to_string_lossy().into_owned()))
         .collect::<Vec<_>>();
     names.sort();
+    Ok(Some(names))
+}
+
+/// "not a cairn database": `lacking` what, and the first few of the `names` it holds instead.
+fn foreign(dir: &Path, names: &[String], lacking: &str) -> Failure {
+    let mut shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 3 {
+        shown.push_str(", …");
+    }
+    not_cairn(dir, &format!("{lacking}; it holds {shown}"))
+}
+
+/// Looks at `dir` without writing anything.
+fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
+    let Some(names) = names_in(dir)? else {
+        return Ok(Found::Missing);
+    };
     if names.is_empty() {
         return Ok(Found::Empty);
     }
     if !names.iter().any(|name| name == "CURRENT") {
-        let mut shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
-        if names.len() > 3 {
-            shown.push_str(", …");
-        }
-        return Err(not_cairn(
-            dir,
-            &format!("no CURRENT file; it holds {shown}"),
-        ));
+        return Err(foreign(dir, &names, "no CURRENT file"));
     }
     match cairn::inspect::manifest::dump_manifest(dir) {
         Ok(dump)
@@ -87,6 +97,10 @@ fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
     }
 }
 
+fn no_database(dir: &Path, why: &str, hint: &str) -> Failure {
+    Failure::Message(format!("no database at {} ({why}){hint}", dir.display()))
+}
+
 /// Fails with the "no database" message unless `dir` holds one.
 fn require_database(dir: &Path, hint: &str) -> Result<(), Failure> {
     let why = match inspect_dir(dir)? {
@@ -94,10 +108,7 @@ fn require_database(dir: &Path, hint: &str) -> Result<(), Failure> {
         Found::Missing => "the directory does not exist",
         Found::Empty => "the directory is empty",
     };
-    Err(Failure::Message(format!(
-        "no database at {} ({why}){hint}",
-        dir.display()
-    )))
+    Err(no_database(dir, why, hint))
 }
 
 /// The fewest levels the library accepts (`Options::level_count`).
@@ -173,6 +184,25 @@ pub fn open_existing(dir: &Path, levels: Option<usize>) -> Result<Db, Failure> {
 /// Checks that `dir` holds a database, for the tools that read its files directly.
 pub fn require_for_tools(dir: &Path) -> Result<(), Failure> {
     require_database(dir, "")
+}
+
+/// Checks that `dir` is a directory holding a `CURRENT` or a MANIFEST, for `verify`: whether
+/// those files are sound is what verify judges, so a garbled or lost `CURRENT` must reach
+/// it as damage rather than be turned away as "not a cairn database".
+pub fn require_for_verify(dir: &Path) -> Result<(), Failure> {
+    let why = match names_in(dir)? {
+        None => "the directory does not exist",
+        Some(names) if names.is_empty() => "the directory is empty",
+        Some(names) => {
+            let ours = |name: &String| name == "CURRENT" || name.starts_with("MANIFEST-");
+            return if names.iter().any(ours) {
+                Ok(())
+            } else {
+                Err(foreign(dir, &names, "no CURRENT file or MANIFEST"))
+            };
+        }
+    };
+    Err(no_database(dir, why, ""))
 }
 
 /// `cairn checkpoint DIR DEST`: a copy of the database in `dest` that opens on its own,

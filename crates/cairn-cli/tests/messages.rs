@@ -77,12 +77,19 @@ fn a_foreign_directory_is_not_a_cairn_database() {
         &["get", "--db", "photos", "k"][..],
         &["put", "--db", "photos", "--create", "k", "v"],
         &["shell", "--db", "photos"],
-        &["verify", "photos"],
     ] {
         let run = cairn(dir.path(), args, "g 1\n");
         assert_eq!(run.code, Some(2), "{args:?}");
         assert_eq!(run.stderr, expected, "{args:?}");
     }
+    // `verify` also takes a lone MANIFEST (a lost CURRENT is damage it reports).
+    let run = cairn(dir.path(), &["verify", "photos"], "");
+    assert_eq!(run.code, Some(2));
+    assert_eq!(
+        run.stderr,
+        "error: photos is not a cairn database (no CURRENT file or MANIFEST; it holds a.jpg, \
+         b.jpg, c.jpg, …)\n"
+    );
     assert_eq!(names(&foreign).len(), 4, "nothing was written");
 
     // A LevelDB-style directory: CURRENT names a MANIFEST that holds no cairn record.

@@ -140,6 +140,46 @@ fn verify_passes_and_then_names_the_damage() {
     assert_eq!(report["ok"], false);
 }
 
+/// A damaged `CURRENT` is damage for `verify` to report (exit status 1, a FAILED line), not
+/// a directory that is "not a cairn database"; so is a missing one beside a MANIFEST.
+#[test]
+fn verify_reports_a_damaged_or_missing_current() {
+    let dir = TempDir::new("tools-verify-current");
+    small_database(dir.path());
+    std::fs::write(dir.path().join("db/CURRENT"), "xx").unwrap();
+    let run = cairn(dir.path(), &["verify", "db"], "");
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with("FAILED db/CURRENT: "),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.ends_with(" damaged\n"), "{}", run.stdout);
+
+    std::fs::remove_file(dir.path().join("db/CURRENT")).unwrap();
+    let run = cairn(dir.path(), &["verify", "db"], "");
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with("FAILED db/CURRENT: missing"),
+        "{}",
+        run.stdout
+    );
+    let report = json(&cairn(dir.path(), &["verify", "db", "--json"], "").stdout);
+    assert_eq!(report["ok"], false);
+
+    // Still refused: a directory with neither CURRENT nor a MANIFEST.
+    std::fs::create_dir(dir.path().join("other")).unwrap();
+    std::fs::write(dir.path().join("other/notes.txt"), "x").unwrap();
+    let run = cairn(dir.path(), &["verify", "other"], "");
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr
+            .starts_with("error: other is not a cairn database"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn sizes_of_ranges() {
     let dir = TempDir::new("tools-sizes");
