@@ -206,13 +206,17 @@ pub fn require_for_verify(dir: &Path) -> Result<(), Failure> {
 }
 
 /// `cairn checkpoint DIR DEST`: a copy of the database in `dest` that opens on its own,
-/// sharing table files with `dir` through hard links.
+/// sharing table files with `dir` through hard links. Returns the number of files written.
+///
+/// Crash safety: `CURRENT` is what makes the copy a database, so it is written last — every
+/// other file copied and synced and the directory synced first, then `CURRENT.tmp` synced and
+/// renamed over, then the directory synced again. A copy that fails or is cut short by a
+/// power loss has no `CURRENT` and never opens as a database missing WAL data.
 pub fn checkpoint(dir: &Path, dest: &Path) -> Result<usize, Failure> {
     require_database(dir, "")?;
-    // `Db::checkpoint` needs the writing handle (it flushes first), which another process may
-    // hold; an application takes consistent checkpoints of a live database through it. The
-    // CLI copies a closed database instead: holding its lock keeps every file still while
-    // they are copied.
+    // `Db::checkpoint` needs the writing handle and flushes first, changing the source; the
+    // CLI copies a closed database instead, as it is: holding its lock keeps every file
+    // still while they are copied. (An application checkpoints a live database through it.)
     let lock = StdFs.lock(&dir.join("LOCK")).map_err(|error| match error {
         cairn::Error::Locked { .. } => Failure::Message(format!(
             "{} is open in another process; close it first (this build's checkpoint copies a \
@@ -230,35 +234,83 @@ pub fn checkpoint(dir: &Path, dest: &Path) -> Result<usize, Failure> {
     }
     std::fs::create_dir_all(dest)
         .map_err(|error| format!("cannot create {}: {error}", dest.display()))?;
-    let manifest = cairn::inspect::manifest::dump_manifest(dir)?;
-    let mut copied = 0;
-    for entry in std::fs::read_dir(dir).map_err(|error| error.to_string())? {
-        let entry = entry.map_err(|error| error.to_string())?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let (from, to) = (entry.path(), dest.join(&name));
-        if name.ends_with(".sst") {
-            if std::fs::hard_link(&from, &to).is_err() {
-                copy(&from, &to)?;
-            }
-        } else if name.ends_with(".log") || name == "CURRENT" || from == manifest.path {
-            copy(&from, &to)?;
-        } else {
-            // LOCK, old MANIFESTs, foreign files: not part of the database's state.
-            continue;
-        }
-        copied += 1;
+    let incomplete = |failure: Failure| match failure {
+        Failure::Message(message) => Failure::Message(format!(
+            "{message}; {} is incomplete (it has no CURRENT, so it does not open): remove it",
+            dest.display()
+        )),
+        other => other,
+    };
+    let names = checkpoint_files(dir)?;
+    for name in &names {
+        copy_file(&dir.join(name), &dest.join(name)).map_err(incomplete)?;
     }
+    sync_dir(dest).map_err(incomplete)?;
+    write_current(dir, dest).map_err(incomplete)?;
+    // `dest` itself may be new: its own entry in its parent.
+    let parent = dest
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty());
+    sync_dir(parent.unwrap_or(Path::new(".")))?;
     drop(lock);
-    Ok(copied)
+    Ok(names.len() + 1)
 }
 
-fn copy(from: &Path, to: &Path) -> Result<(), Failure> {
-    std::fs::copy(from, to).map(|_| ()).map_err(|error| {
-        format!(
+/// The files of `dir` that a copy needs besides `CURRENT`, sorted: the tables, the WALs and
+/// the MANIFEST that `CURRENT` names. LOCK, older MANIFESTs and foreign files are not part
+/// of the database's state.
+fn checkpoint_files(dir: &Path) -> Result<Vec<String>, Failure> {
+    let manifest = cairn::inspect::manifest::dump_manifest(dir)?;
+    let mut names = Vec::new();
+    for entry in
+        std::fs::read_dir(dir).map_err(|error| format!("cannot list {}: {error}", dir.display()))?
+    {
+        let entry = entry.map_err(|error| format!("cannot list {}: {error}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".sst") || name.ends_with(".log") || entry.path() == manifest.path {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Hard-links a table (its bytes are the source's, already durable), copies anything else or
+/// a table the file system cannot link, and syncs a copy.
+fn copy_file(from: &Path, to: &Path) -> Result<(), Failure> {
+    let table = from.extension().is_some_and(|extension| extension == "sst");
+    if table && std::fs::hard_link(from, to).is_ok() {
+        return Ok(());
+    }
+    let failed = |error: std::io::Error| {
+        Failure::Message(format!(
             "cannot copy {} to {}: {error}",
             from.display(),
             to.display()
+        ))
+    };
+    std::fs::copy(from, to).map_err(failed)?;
+    std::fs::File::open(to)
+        .and_then(|file| file.sync_all())
+        .map_err(failed)
+}
+
+/// Writes `dest/CURRENT` with `dir`'s contents through a synced `CURRENT.tmp` and a rename
+/// (the library's own way), then syncs `dest` so the rename is durable.
+fn write_current(dir: &Path, dest: &Path) -> Result<(), Failure> {
+    let (temporary, current) = (dest.join("CURRENT.tmp"), dest.join("CURRENT"));
+    copy_file(&dir.join("CURRENT"), &temporary)?;
+    std::fs::rename(&temporary, &current).map_err(|error| {
+        format!(
+            "cannot rename {} to {}: {error}",
+            temporary.display(),
+            current.display()
         )
-        .into()
-    })
+    })?;
+    sync_dir(dest)
+}
+
+/// Makes the entries of `dir` (files created, linked or renamed there) durable.
+fn sync_dir(dir: &Path) -> Result<(), Failure> {
+    Ok(StdFs.sync_dir(dir)?)
 }

@@ -229,6 +229,55 @@ fn checkpoint_opens_as_a_database() {
     assert_eq!(run.stderr, "error: copy already exists and is not empty\n");
 }
 
+/// A checkpoint that fails part way leaves no CURRENT in the destination, so the partial copy
+/// never opens as a database that lacks some of the source's files.
+#[test]
+fn a_checkpoint_that_fails_part_way_writes_no_current() {
+    let dir = TempDir::new("tools-checkpoint-fails");
+    small_database(dir.path());
+    let db = dir.path().join("db");
+    // Unreadable WALs: directories with WAL names (a mode of 000 would not stop root).
+    let bad: Vec<String> = (990..1000)
+        .map(|number| format!("000{number}.log"))
+        .collect();
+    for name in &bad {
+        std::fs::create_dir(db.join(name)).unwrap();
+    }
+    // Rewritten last, so a directory listed newest first shows CURRENT first.
+    std::fs::copy(db.join("CURRENT"), db.join("CURRENT.new")).unwrap();
+    std::fs::rename(db.join("CURRENT.new"), db.join("CURRENT")).unwrap();
+    // Keep only bad WALs listed after CURRENT, where a copy in listing order meets them
+    // after it has copied CURRENT (if the listing puts any there).
+    let listed: Vec<String> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let current_at = listed.iter().position(|name| name == "CURRENT").unwrap();
+    let before: Vec<&String> = listed[..current_at]
+        .iter()
+        .filter(|name| bad.contains(name))
+        .collect();
+    if before.len() < bad.len() {
+        for name in before {
+            std::fs::remove_dir(db.join(name)).unwrap();
+        }
+    }
+    let run = cairn(dir.path(), &["checkpoint", "db", "copy"], "");
+    assert_eq!(run.code, Some(2), "{}", run.stdout);
+    assert!(
+        run.stderr.starts_with("error: cannot copy db/000"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !dir.path().join("copy/CURRENT").exists(),
+        "a partial copy has a CURRENT: {:?}",
+        names(&dir.path().join("copy"))
+    );
+    let run = cairn(dir.path(), &["get", "--db", "copy", "key0399"], "");
+    assert_eq!(run.code, Some(2), "{}", run.stdout);
+}
+
 /// Names, sizes and modification times of every file in `dir`.
 fn snapshot_of(dir: &Path) -> Vec<(String, u64, std::time::SystemTime)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
