@@ -23,7 +23,8 @@ CS265 commands take signed 64-bit integers:
   d K         delete K
   l \"PATH\"    load a binary file of native-endian int32 pairs K V K V ... as puts, in file
               order (the CS265 generator's format). The quotes are optional for paths without
-              spaces. Bytes after the last complete pair are reported on stderr and ignored.
+              spaces. The file is read to its end, so a FIFO a generator writes into loads
+              too. Bytes after the last complete pair are reported on stderr and ignored.
               A relative PATH is resolved against the current directory when the workload
               comes from stdin; with --file it is tried against the workload file's directory
               first, then against the current directory.

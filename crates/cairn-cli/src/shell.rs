@@ -366,37 +366,40 @@ impl<S: Store, W: Write> Shell<S, W> {
                 self.open_hint(path)
             )
         })?;
-        let length = file
+        // The size only sizes the progress bar: a FIFO says 0 and still holds pairs, so the
+        // pairs are read to the end of the stream.
+        let expected = file
             .metadata()
-            .map_err(|error| format!("cannot stat load file {shown}: {error}"))?
-            .len();
-        let total = length / LOAD_PAIR_BYTES as u64;
-        let trailing = length % LOAD_PAIR_BYTES as u64;
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|metadata| metadata.len() / LOAD_PAIR_BYTES as u64);
         let mut reader = BufReader::with_capacity(1 << 16, file);
         let mut pair = [0u8; LOAD_PAIR_BYTES];
-        let mut progress = LoadProgress::new(self.progress, total);
-        for done in 0..total {
+        let mut progress = LoadProgress::new(self.progress, expected);
+        let mut done = 0u64;
+        let trailing = loop {
             let partial = |what: String| {
-                format!(
-                    "load of {shown} stopped after {done} of {total} pairs were applied: {what}"
-                )
+                format!("load of {shown} stopped after {done} pairs were applied: {what}")
             };
-            reader
-                .read_exact(&mut pair)
-                .map_err(|error| partial(error.to_string()))?;
+            let filled = read_record(&mut reader, &mut pair).map_err(|e| partial(e.to_string()))?;
+            if filled < LOAD_PAIR_BYTES {
+                break filled;
+            }
             let [k0, k1, k2, k3, v0, v1, v2, v3] = pair;
             let key = i64::from(i32::from_ne_bytes([k0, k1, k2, k3]));
             let value = i64::from(i32::from_ne_bytes([v0, v1, v2, v3]));
             self.store
                 .put(&encode_i64(key), &encode_i64(value))
                 .map_err(partial)?;
-            progress.tick(done + 1);
-        }
-        progress.finish(total);
+            done += 1;
+            progress.tick(done);
+        };
+        progress.finish(done);
         if trailing != 0 {
+            let length = done * LOAD_PAIR_BYTES as u64 + trailing as u64;
             warnings.push(format!(
                 "load file {shown} is {length} bytes, not a multiple of {LOAD_PAIR_BYTES} \
-                 (pairs of 32-bit integers): loaded {total} pairs and ignored the last \
+                 (pairs of 32-bit integers): loaded {done} pairs and ignored the last \
                  {trailing} bytes"
             ));
         }
@@ -473,6 +476,21 @@ impl<S: Store, W: Write> Shell<S, W> {
         summary.elapsed = started.elapsed();
         Ok(summary)
     }
+}
+
+/// Fills `record` from `reader`; returns the bytes filled, fewer than its length only at the
+/// end of the stream (a pipe may hand over a record in pieces).
+fn read_record(reader: &mut impl Read, record: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while let Some(rest) = record.get_mut(filled..).filter(|rest| !rest.is_empty()) {
+        match reader.read(rest) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
 }
 
 fn decode_value(key: i64, bytes: &[u8]) -> Result<i64, String> {

@@ -218,3 +218,51 @@ fn a_closed_output_stops_the_run_at_the_line_that_wrote() {
         assert_eq!(map.len(), 1, "{listing}: the line after the failure ran");
     }
 }
+
+/// `l` on a FIFO a generator writes into: its size says 0, yet it holds pairs.
+#[cfg(unix)]
+#[test]
+fn loads_from_a_fifo_to_its_end() {
+    let dir = temp_dir("fifo");
+    let fifo = dir.join("pairs.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&i32::to_ne_bytes(7));
+    bytes.extend_from_slice(&i32::to_ne_bytes(-70));
+    bytes.extend_from_slice(b"abc");
+    let writer = {
+        let fifo = fifo.clone();
+        // Opening a FIFO for writing waits for the reader: the shell's load. The write fails
+        // (EPIPE) if the load stops reading early; the output below tells.
+        std::thread::spawn(move || std::fs::write(fifo, bytes).is_ok())
+    };
+    let input = format!("l {}\ng 7\n", fifo.display());
+    let (_, out, errors, summary) = run_with(Source::Stdin, &input);
+    writer.join().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out, "-70\n");
+    assert_eq!(summary.errors, 0, "{errors}");
+    assert_eq!(
+        errors,
+        format!(
+            "warning: line 1: load file {} is 11 bytes, not a multiple of 8 (pairs of 32-bit \
+             integers): loaded 1 pairs and ignored the last 3 bytes\n",
+            fifo.display()
+        )
+    );
+}
+
+#[test]
+fn read_record_gathers_a_record_handed_over_in_pieces() {
+    let mut reader = (&b"abc"[..]).chain(&b"defgh"[..]).chain(&b"ij"[..]);
+    let mut record = [0u8; 8];
+    assert_eq!(read_record(&mut reader, &mut record).unwrap(), 8);
+    assert_eq!(&record, b"abcdefgh");
+    assert_eq!(read_record(&mut reader, &mut record).unwrap(), 2);
+    assert_eq!(read_record(&mut reader, &mut record).unwrap(), 0);
+}
