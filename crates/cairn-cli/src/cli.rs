@@ -19,7 +19,8 @@ CS265 commands take signed 64-bit integers:
   p K V       put K -> V
   g K         print the value of K, or an empty line if K is absent
   r A B       print every key:value with A <= key < B on one line, space separated,
-              in key order (an empty line if there are none, or if A >= B)
+              in key order (an empty line if there are none, or if A >= B); pairs with a
+              key or value that is not 8 bytes (text commands wrote them) are skipped
   d K         delete K
   l \"PATH\"    load a binary file of native-endian int32 pairs K V K V ... as puts, in file
               order (the CS265 generator's format). The quotes are optional for paths without

@@ -264,26 +264,39 @@ impl<S: Store, W: Write> Shell<S, W> {
         Ok(())
     }
 
+    /// `r`: the pairs written as they stream by, not gathered into one line first.
     fn range(&mut self, lower: i64, upper: i64) -> Result<(), CommandError> {
-        let mut line = String::new();
+        let mut scanned = Ok(());
         if lower < upper {
+            let out = &mut self.out;
+            let mut first = true;
+            // As in `scan`: an output error stops the shell, so it is kept whole.
+            let mut failed_write = None;
             let mut visit = |key: &[u8], value: &[u8]| -> Result<bool, String> {
-                // Keys of another width were not written by the integer commands (e.g. by
-                // `put`); they cannot be named by them either, so they are skipped.
-                if let Some(key) = decode_i64_slice(key) {
-                    if !line.is_empty() {
-                        line.push(' ');
-                    }
-                    let value = decode_value(key, value)?;
-                    line.push_str(&format!("{key}:{value}"));
+                // A key or value of another width was not written by the integer commands
+                // (e.g. by `put`), which cannot name it either, so the pair is skipped.
+                let (Some(key), Some(value)) = (decode_i64_slice(key), decode_i64_slice(value))
+                else {
+                    return Ok(true);
+                };
+                let separator = if first { "" } else { " " };
+                if let Err(error) = write!(out, "{separator}{key}:{value}") {
+                    failed_write = Some(error);
+                    return Ok(false);
                 }
+                first = false;
                 Ok(true)
             };
             let (lower, upper) = (encode_i64(lower), encode_i64(upper));
-            self.store.scan(&lower, Some(&upper), &mut visit)?;
+            scanned = self.store.scan(&lower, Some(&upper), &mut visit);
+            if let Some(error) = failed_write {
+                return Err(CommandError::Output(error));
+            }
         }
-        writeln!(self.out, "{line}")?;
-        Ok(())
+        // Ends the line even when the scan failed part way, so the next answer starts on a
+        // line of its own.
+        writeln!(self.out)?;
+        Ok(scanned?)
     }
 
     fn scan(

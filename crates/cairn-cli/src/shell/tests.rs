@@ -70,6 +70,17 @@ fn integer_ranges_skip_text_keys_and_report_bad_values() {
     );
 }
 
+/// `r` over a store that text commands wrote to as well: an 8-byte key holding a value of
+/// another width was not written by `p` either, and is skipped like a key of another width.
+#[test]
+fn integer_ranges_skip_keys_whose_value_is_not_an_integer() {
+    let input = "p 1 10\nput \\x80\\0\\0\\0\\0\\0\\0\\x02 short\np 3 30\nput abc x\n\
+                 put \\x80\\0\\0\\0\\0\\0\\0\\x04 \"\"\nr 0 9\nr 2 3\n";
+    let (out, errors, summary) = run(input);
+    assert_eq!(out, "1:10 3:30\n\n");
+    assert_eq!((summary.errors, errors.as_str()), (0, ""));
+}
+
 #[test]
 fn increment_reports_bad_counters() {
     let (out, errors, _) = run("put n x\nincr n\nput m 9223372036854775807\nincr m\n");
