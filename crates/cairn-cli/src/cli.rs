@@ -1,6 +1,6 @@
 //! The command line: clap's definitions and the dispatch of each command.
 
-use crate::shell::{Shell, Source};
+use crate::shell::{RunError, Shell, Source};
 use crate::{db_store, interactive, open, text, tools, Failure};
 use cairn::{Options, WriteOptions};
 use clap::{Args, Parser, Subcommand};
@@ -19,11 +19,13 @@ CS265 commands take signed 64-bit integers:
   p K V       put K -> V
   g K         print the value of K, or an empty line if K is absent
   r A B       print every key:value with A <= key < B on one line, space separated,
-              in key order (an empty line if there are none, or if A >= B)
+              in key order (an empty line if there are none, or if A >= B); pairs with a
+              key or value that is not 8 bytes (text commands wrote them) are skipped
   d K         delete K
   l \"PATH\"    load a binary file of native-endian int32 pairs K V K V ... as puts, in file
               order (the CS265 generator's format). The quotes are optional for paths without
-              spaces. Bytes after the last complete pair are reported on stderr and ignored.
+              spaces. The file is read to its end, so a FIFO a generator writes into loads
+              too. Bytes after the last complete pair are reported on stderr and ignored.
               A relative PATH is resolved against the current directory when the workload
               comes from stdin; with --file it is tried against the workload file's directory
               first, then against the current directory.
@@ -39,7 +41,9 @@ Text commands take keys and values as text with escapes (\\\\ \\\" \\t \\n \\r \
 Blank lines are ignored. A bad line is reported on stderr as `error: line N: ...` and the shell
 continues. At the end a summary (commands, seconds, commands/s) is printed on stderr.
 The shell creates the database if the directory is missing or empty.
-Exit status: 0 if every line succeeded, 1 if some lines failed, 2 on a fatal error.
+Exit status: 0 if every line succeeded, 1 if some lines failed, 2 on a fatal error. An output
+closed part way (`| head`) is fatal: the shell stops, prints `error: output closed at line N;
+the remaining lines were not run` and exits 2.
 
 Examples (from the repository root; the demo's load paths are relative to it):
   cairn shell --db /tmp/cairn-demo < crates/cairn-cli/workloads/demo.txt
@@ -188,6 +192,18 @@ pub struct DbArg {
     /// Database directory
     #[arg(long, value_name = "DIR")]
     db: PathBuf,
+    /// Levels to open the database with (2 to 32). Without it an existing database opens
+    /// with as many as it already uses (one past its deepest table), so the application
+    /// that made it with fewer than the default can still open it; a new one gets 7
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=32))]
+    levels: Option<u64>,
+}
+
+impl DbArg {
+    /// `--levels`, if given (clap keeps it within 2..=32, which fits any `usize`).
+    fn levels(&self) -> Option<usize> {
+        self.levels.and_then(|levels| usize::try_from(levels).ok())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -275,11 +291,12 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             value,
         } => {
             let (key, value) = (format.parse(&key)?, format.parse(&value)?);
-            open::open_for_write(&db.db, create, Options::default())?.put(&key, &value)?;
+            open::open_for_write(&db.db, create, Options::default(), db.levels())?
+                .put(&key, &value)?;
         }
         Command::Get { db, format, key } => {
             let key_bytes = format.parse(&key)?;
-            match open::open_for_read(&db.db)?.get(&key_bytes)? {
+            match open::open_for_read(&db.db, db.levels())?.get(&key_bytes)? {
                 Some(value) => writeln!(out, "{}", format.render(&value))?,
                 None => {
                     eprintln!("key not found: {key}");
@@ -289,7 +306,7 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         }
         Command::Delete { db, format, key } => {
             let key = format.parse(&key)?;
-            open::open_existing(&db.db)?.delete(&key)?;
+            open::open_existing(&db.db, db.levels())?.delete(&key)?;
         }
         Command::Scan {
             db,
@@ -303,7 +320,7 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             let to = to.map(|key| format.parse(&key)).transpose()?;
             let lower = from.as_deref().map_or(Bound::Unbounded, Bound::Included);
             let upper = to.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            let db = open::open_for_read(&db.db)?;
+            let db = open::open_for_read(&db.db, db.levels())?;
             let entries = db.range::<[u8], _>((lower, upper))?;
             let entries: Box<dyn Iterator<Item = _>> = if reverse {
                 Box::new(entries.rev())
@@ -316,11 +333,11 @@ fn one_off(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             }
         }
         Command::Stats { db } => {
-            let stats = open::open_for_read(&db.db)?.stats();
+            let stats = open::open_for_read(&db.db, db.levels())?.stats();
             writeln!(out, "{}", stats.to_string().trim_end())?;
         }
         Command::Compact { db } => {
-            let db = open::open_existing(&db.db)?;
+            let db = open::open_existing(&db.db, db.levels())?;
             db.flush()?;
             db.compact_range(None, None)?;
         }
@@ -362,7 +379,7 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
         None if io::stdin().is_terminal() && io::stdout().is_terminal() => (None, Source::Stdin),
         None => (Some(Box::new(io::stdin().lock())), Source::Stdin),
     };
-    let db = open::open_for_write(&args.db.db, true, options)?;
+    let db = open::open_for_write(&args.db.db, true, options, args.db.levels())?;
     let store = if args.sync {
         let mut write_options = WriteOptions::default();
         write_options.sync = true;
@@ -375,11 +392,13 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
         Some(input) => {
             let out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
             let mut shell = Shell::new(store, out, source).with_progress(progress);
-            shell.run(input, &mut io::stderr().lock())?
+            shell
+                .run(input, &mut io::stderr().lock())
+                .map_err(stopped)?
         }
         None => {
             let mut shell = Shell::new(store, io::stdout(), source).with_progress(progress);
-            interactive::run(&mut shell)?
+            interactive::run(&mut shell).map_err(stopped)?
         }
     };
     if args.no_wal {
@@ -391,6 +410,25 @@ fn shell(args: ShellArgs) -> Result<ExitCode, Failure> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// How a shell run that stopped early ends the program. A closed output is not the quiet end
+/// it is for a read command (`cairn scan | head`): the lines after it, writes among them, did
+/// not run, which the exit status and the message must say.
+fn stopped(error: RunError) -> Failure {
+    match error {
+        RunError::Output { line, error } if error.kind() == io::ErrorKind::BrokenPipe => {
+            Failure::Message(format!(
+                "output closed at line {line}; the remaining lines were not run"
+            ))
+        }
+        RunError::Output { line, error } => Failure::Message(format!(
+            "cannot write the output at line {line} ({error}); the remaining lines were not run"
+        )),
+        RunError::Input(error) => Failure::Message(format!("cannot read the input: {error}")),
+        // Every line ran: a reader that left early only missed output, as with `get`.
+        RunError::Flush(error) => error.into(),
+    }
 }
 
 impl Format {

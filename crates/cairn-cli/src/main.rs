@@ -4,7 +4,9 @@
 //!
 //! Exit status: 0 on success; 1 when `get` finds no value, when some shell lines failed or
 //! when `verify` finds damage; 2 on any other error (bad arguments, a database that cannot be
-//! opened, I/O failures). Errors are printed to stderr as `error: <message>`.
+//! opened, I/O failures, the shell's output closed before its last line ran). Errors are
+//! printed to stderr as `error: <message>`. A one-off command whose output is closed (`| head`)
+//! ends quietly with 0.
 
 // `Options` is becoming `#[non_exhaustive]`: outside the library it is built by assigning
 // fields of `Options::default()`, never by a struct literal, which this lint would ask for.
@@ -31,7 +33,8 @@ use std::process::ExitCode;
 pub enum Failure {
     /// Printed as `error: <message>`, exit status 2.
     Message(String),
-    /// The reader of our output went away (e.g. `| head`): stop quietly.
+    /// The reader of our output went away (e.g. `| head`): stop quietly, for commands that
+    /// skip no work by stopping (the shell reports it as a `Message` instead).
     BrokenPipe,
 }
 

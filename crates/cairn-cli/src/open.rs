@@ -6,6 +6,13 @@
 //! empty or missing — "no database" — or holds other files — "not a cairn database");
 //! `CURRENT` names a MANIFEST whose first record is a cairn edit (else "not a cairn
 //! database"). Only then does the library open it, so a failed open never leaves a `LOCK`.
+//!
+//! Levels: the library refuses a MANIFEST with a table at a level at or past `level_count`,
+//! and a compaction may move tables down to the last level. An application may have created
+//! the database with fewer levels than the default, and the CLI cannot know how many: it
+//! opens an existing database with as many levels as it already uses (one past its deepest
+//! table), never more, so every application that could open it before still can; and never
+//! fewer, so it always opens. `--levels N` chooses more.
 
 use crate::Failure;
 use cairn::{Db, FileSystem, Options, StdFs};
@@ -26,10 +33,10 @@ fn not_cairn(dir: &Path, why: &str) -> Failure {
     Failure::Message(format!("{} is not a cairn database ({why})", dir.display()))
 }
 
-/// Looks at `dir` without writing anything.
-fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
+/// The sorted names in `dir`, or `None` if it does not exist; refuses a file.
+fn names_in(dir: &Path) -> Result<Option<Vec<String>>, Failure> {
     let metadata = match std::fs::metadata(dir) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(format!("cannot open {}: {error}", dir.display()).into()),
         Ok(metadata) => metadata,
     };
@@ -41,18 +48,28 @@ fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
         .filter_map(|entry| Some(entry.ok()?.file_name().to_string_lossy().into_owned()))
         .collect::<Vec<_>>();
     names.sort();
+    Ok(Some(names))
+}
+
+/// "not a cairn database": `lacking` what, and the first few of the `names` it holds instead.
+fn foreign(dir: &Path, names: &[String], lacking: &str) -> Failure {
+    let mut shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 3 {
+        shown.push_str(", …");
+    }
+    not_cairn(dir, &format!("{lacking}; it holds {shown}"))
+}
+
+/// Looks at `dir` without writing anything.
+fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
+    let Some(names) = names_in(dir)? else {
+        return Ok(Found::Missing);
+    };
     if names.is_empty() {
         return Ok(Found::Empty);
     }
     if !names.iter().any(|name| name == "CURRENT") {
-        let mut shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
-        if names.len() > 3 {
-            shown.push_str(", …");
-        }
-        return Err(not_cairn(
-            dir,
-            &format!("no CURRENT file; it holds {shown}"),
-        ));
+        return Err(foreign(dir, &names, "no CURRENT file"));
     }
     match cairn::inspect::manifest::dump_manifest(dir) {
         Ok(dump)
@@ -80,6 +97,10 @@ fn inspect_dir(dir: &Path) -> Result<Found, Failure> {
     }
 }
 
+fn no_database(dir: &Path, why: &str, hint: &str) -> Failure {
+    Failure::Message(format!("no database at {} ({why}){hint}", dir.display()))
+}
+
 /// Fails with the "no database" message unless `dir` holds one.
 fn require_database(dir: &Path, hint: &str) -> Result<(), Failure> {
     let why = match inspect_dir(dir)? {
@@ -87,38 +108,76 @@ fn require_database(dir: &Path, hint: &str) -> Result<(), Failure> {
         Found::Missing => "the directory does not exist",
         Found::Empty => "the directory is empty",
     };
-    Err(Failure::Message(format!(
-        "no database at {} ({why}){hint}",
-        dir.display()
-    )))
+    Err(no_database(dir, why, hint))
 }
 
-/// Opens `dir` for reading: every read-only command goes through here.
-pub fn open_for_read(dir: &Path) -> Result<Db, Failure> {
+/// The fewest levels the library accepts (`Options::level_count`).
+const LEVELS_MIN: usize = 2;
+
+/// The deepest level holding a table in `dir`'s MANIFEST (`Some(None)`: no table yet), or
+/// `None` when there is no MANIFEST to read: a new database, or damage that the library's
+/// open then names.
+fn deepest_table_level(dir: &Path) -> Option<Option<usize>> {
+    let tables = cairn::inspect::manifest::live_tables(dir).ok()?;
+    Some(tables.iter().map(|live| live.table.level).max())
+}
+
+/// The `level_count` to open `dir` with: `requested` (`--levels`) if given and deep enough
+/// for every table; else, for an existing database, one past its deepest table (see the
+/// module comment); else the library's default.
+fn level_count(dir: &Path, requested: Option<usize>) -> Result<usize, Failure> {
+    let Some(deepest) = deepest_table_level(dir) else {
+        return Ok(requested.unwrap_or(Options::default().level_count));
+    };
+    let needed = deepest.map_or(LEVELS_MIN, |level| (level + 1).max(LEVELS_MIN));
+    match (requested, deepest) {
+        (Some(levels), Some(level)) if levels < needed => Err(Failure::Message(format!(
+            "--levels {levels} is too few for {}: it holds tables at level {level}, so it needs \
+             at least {needed} levels",
+            dir.display()
+        ))),
+        (Some(levels), _) => Ok(levels),
+        (None, _) => Ok(needed),
+    }
+}
+
+/// Opens `dir` for reading: every read-only command goes through here. `levels` is
+/// `--levels`.
+pub fn open_for_read(dir: &Path, levels: Option<usize>) -> Result<Db, Failure> {
     require_database(dir, "")?;
+    let mut options = Options::default();
+    options.level_count = level_count(dir, levels)?;
     // Read-only: no LOCK, no WAL, no MANIFEST or CURRENT rewrite, so it runs beside a
     // process that holds the database and leaves every file as it was.
-    Ok(Db::open_read_only(dir, Options::default())?)
+    Ok(Db::open_read_only(dir, options)?)
 }
 
 /// Opens `dir` for writing (`put`, and the shell); creates the database only when `create`
 /// is set (`put --create`, and the shell), and then only in a missing or empty directory.
-pub fn open_for_write(dir: &Path, create: bool, mut options: Options) -> Result<Db, Failure> {
+/// `options.level_count` is replaced by the choice of [`level_count`].
+pub fn open_for_write(
+    dir: &Path,
+    create: bool,
+    mut options: Options,
+    levels: Option<usize>,
+) -> Result<Db, Failure> {
     if create {
         inspect_dir(dir)?;
     } else {
         require_database(dir, "; pass --create to create one")?;
     }
     options.create_if_missing = create;
+    options.level_count = level_count(dir, levels)?;
     Ok(Db::open(dir, options)?)
 }
 
 /// Opens the database in `dir` for a command that changes but never creates one (`delete`,
 /// `compact`).
-pub fn open_existing(dir: &Path) -> Result<Db, Failure> {
+pub fn open_existing(dir: &Path, levels: Option<usize>) -> Result<Db, Failure> {
     require_database(dir, "")?;
     let mut options = Options::default();
     options.create_if_missing = false;
+    options.level_count = level_count(dir, levels)?;
     Ok(Db::open(dir, options)?)
 }
 
@@ -127,14 +186,37 @@ pub fn require_for_tools(dir: &Path) -> Result<(), Failure> {
     require_database(dir, "")
 }
 
+/// Checks that `dir` is a directory holding a `CURRENT` or a MANIFEST, for `verify`: whether
+/// those files are sound is what verify judges, so a garbled or lost `CURRENT` must reach
+/// it as damage rather than be turned away as "not a cairn database".
+pub fn require_for_verify(dir: &Path) -> Result<(), Failure> {
+    let why = match names_in(dir)? {
+        None => "the directory does not exist",
+        Some(names) if names.is_empty() => "the directory is empty",
+        Some(names) => {
+            let ours = |name: &String| name == "CURRENT" || name.starts_with("MANIFEST-");
+            return if names.iter().any(ours) {
+                Ok(())
+            } else {
+                Err(foreign(dir, &names, "no CURRENT file or MANIFEST"))
+            };
+        }
+    };
+    Err(no_database(dir, why, ""))
+}
+
 /// `cairn checkpoint DIR DEST`: a copy of the database in `dest` that opens on its own,
-/// sharing table files with `dir` through hard links.
+/// sharing table files with `dir` through hard links. Returns the number of files written.
+///
+/// Crash safety: `CURRENT` is what makes the copy a database, so it is written last — every
+/// other file copied and synced and the directory synced first, then `CURRENT.tmp` synced and
+/// renamed over, then the directory synced again. A copy that fails or is cut short by a
+/// power loss has no `CURRENT` and never opens as a database missing WAL data.
 pub fn checkpoint(dir: &Path, dest: &Path) -> Result<usize, Failure> {
     require_database(dir, "")?;
-    // `Db::checkpoint` needs the writing handle (it flushes first), which another process may
-    // hold; an application takes consistent checkpoints of a live database through it. The
-    // CLI copies a closed database instead: holding its lock keeps every file still while
-    // they are copied.
+    // `Db::checkpoint` needs the writing handle and flushes first, changing the source; the
+    // CLI copies a closed database instead, as it is: holding its lock keeps every file
+    // still while they are copied. (An application checkpoints a live database through it.)
     let lock = StdFs.lock(&dir.join("LOCK")).map_err(|error| match error {
         cairn::Error::Locked { .. } => Failure::Message(format!(
             "{} is open in another process; close it first (this build's checkpoint copies a \
@@ -152,35 +234,83 @@ pub fn checkpoint(dir: &Path, dest: &Path) -> Result<usize, Failure> {
     }
     std::fs::create_dir_all(dest)
         .map_err(|error| format!("cannot create {}: {error}", dest.display()))?;
-    let manifest = cairn::inspect::manifest::dump_manifest(dir)?;
-    let mut copied = 0;
-    for entry in std::fs::read_dir(dir).map_err(|error| error.to_string())? {
-        let entry = entry.map_err(|error| error.to_string())?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let (from, to) = (entry.path(), dest.join(&name));
-        if name.ends_with(".sst") {
-            if std::fs::hard_link(&from, &to).is_err() {
-                copy(&from, &to)?;
-            }
-        } else if name.ends_with(".log") || name == "CURRENT" || from == manifest.path {
-            copy(&from, &to)?;
-        } else {
-            // LOCK, old MANIFESTs, foreign files: not part of the database's state.
-            continue;
-        }
-        copied += 1;
+    let incomplete = |failure: Failure| match failure {
+        Failure::Message(message) => Failure::Message(format!(
+            "{message}; {} is incomplete (it has no CURRENT, so it does not open): remove it",
+            dest.display()
+        )),
+        other => other,
+    };
+    let names = checkpoint_files(dir)?;
+    for name in &names {
+        copy_file(&dir.join(name), &dest.join(name)).map_err(incomplete)?;
     }
+    sync_dir(dest).map_err(incomplete)?;
+    write_current(dir, dest).map_err(incomplete)?;
+    // `dest` itself may be new: its own entry in its parent.
+    let parent = dest
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty());
+    sync_dir(parent.unwrap_or(Path::new(".")))?;
     drop(lock);
-    Ok(copied)
+    Ok(names.len() + 1)
 }
 
-fn copy(from: &Path, to: &Path) -> Result<(), Failure> {
-    std::fs::copy(from, to).map(|_| ()).map_err(|error| {
-        format!(
+/// The files of `dir` that a copy needs besides `CURRENT`, sorted: the tables, the WALs and
+/// the MANIFEST that `CURRENT` names. LOCK, older MANIFESTs and foreign files are not part
+/// of the database's state.
+fn checkpoint_files(dir: &Path) -> Result<Vec<String>, Failure> {
+    let manifest = cairn::inspect::manifest::dump_manifest(dir)?;
+    let mut names = Vec::new();
+    for entry in
+        std::fs::read_dir(dir).map_err(|error| format!("cannot list {}: {error}", dir.display()))?
+    {
+        let entry = entry.map_err(|error| format!("cannot list {}: {error}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".sst") || name.ends_with(".log") || entry.path() == manifest.path {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Hard-links a table (its bytes are the source's, already durable), copies anything else or
+/// a table the file system cannot link, and syncs a copy.
+fn copy_file(from: &Path, to: &Path) -> Result<(), Failure> {
+    let table = from.extension().is_some_and(|extension| extension == "sst");
+    if table && std::fs::hard_link(from, to).is_ok() {
+        return Ok(());
+    }
+    let failed = |error: std::io::Error| {
+        Failure::Message(format!(
             "cannot copy {} to {}: {error}",
             from.display(),
             to.display()
+        ))
+    };
+    std::fs::copy(from, to).map_err(failed)?;
+    std::fs::File::open(to)
+        .and_then(|file| file.sync_all())
+        .map_err(failed)
+}
+
+/// Writes `dest/CURRENT` with `dir`'s contents through a synced `CURRENT.tmp` and a rename
+/// (the library's own way), then syncs `dest` so the rename is durable.
+fn write_current(dir: &Path, dest: &Path) -> Result<(), Failure> {
+    let (temporary, current) = (dest.join("CURRENT.tmp"), dest.join("CURRENT"));
+    copy_file(&dir.join("CURRENT"), &temporary)?;
+    std::fs::rename(&temporary, &current).map_err(|error| {
+        format!(
+            "cannot rename {} to {}: {error}",
+            temporary.display(),
+            current.display()
         )
-        .into()
-    })
+    })?;
+    sync_dir(dest)
+}
+
+/// Makes the entries of `dir` (files created, linked or renamed there) durable.
+fn sync_dir(dir: &Path) -> Result<(), Failure> {
+    Ok(StdFs.sync_dir(dir)?)
 }

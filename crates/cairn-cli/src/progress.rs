@@ -14,14 +14,15 @@ const CHECK_EVERY: u64 = 4096;
 #[derive(Debug)]
 pub struct LoadProgress {
     enabled: bool,
-    total: u64,
+    /// Pairs expected (`None`: a stream of unknown length, e.g. a FIFO).
+    total: Option<u64>,
     started: Instant,
     bar: Option<ProgressBar>,
 }
 
 impl LoadProgress {
-    /// `enabled`: stderr is a terminal. `total`: pairs in the file.
-    pub fn new(enabled: bool, total: u64) -> Self {
+    /// `enabled`: stderr is a terminal. `total`: pairs in the file, if its size tells.
+    pub fn new(enabled: bool, total: Option<u64>) -> Self {
         LoadProgress {
             enabled,
             total,
@@ -44,14 +45,19 @@ impl LoadProgress {
             Some(bar) => bar.set_position(done),
             None if Self::due(self.enabled, self.started.elapsed()) => {
                 let bar = ProgressBar::with_draw_target(
-                    Some(self.total),
+                    self.total,
                     ProgressDrawTarget::stderr_with_hz(4),
                 );
+                // Without a length there is no bar to fill nor time left to tell.
+                let template = match self.total {
+                    Some(_) => {
+                        "loading {bar:30} {human_pos}/{human_len} pairs, {per_sec}, {eta} left"
+                    }
+                    None => "loading {human_pos} pairs, {per_sec}",
+                };
                 bar.set_style(
-                    ProgressStyle::with_template(
-                        "loading {bar:30} {human_pos}/{human_len} pairs, {per_sec}, {eta} left",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    ProgressStyle::with_template(template)
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
                 );
                 bar.set_position(done);
                 self.bar = Some(bar);

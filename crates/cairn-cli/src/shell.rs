@@ -68,16 +68,7 @@ impl Store for BTreeMap<Vec<u8>, Vec<u8>> {
     }
 
     fn increment(&mut self, key: &[u8], by: i64) -> Result<i64, String> {
-        let current = match BTreeMap::get(self, key) {
-            None => 0,
-            Some(bytes) => std::str::from_utf8(bytes)
-                .ok()
-                .and_then(|text| text.parse::<i64>().ok())
-                .ok_or("value is not a decimal 64-bit integer")?,
-        };
-        let new = current
-            .checked_add(by)
-            .ok_or("increment overflows a 64-bit integer")?;
+        let new = next_counter(BTreeMap::get(self, key).map(Vec::as_slice), by)?;
         self.insert(key.to_vec(), new.to_string().into_bytes());
         Ok(new)
     }
@@ -96,6 +87,22 @@ impl Store for BTreeMap<Vec<u8>, Vec<u8>> {
         };
         Ok(crate::levels::format_stats(self.len(), &[level]))
     }
+}
+
+/// The value `incr` stores: `current` (decimal ASCII, absent is 0) plus `by`, with the
+/// messages of `Db::increment`, whose parse and checked add this repeats for the stores that
+/// cannot call it.
+pub fn next_counter(current: Option<&[u8]>, by: i64) -> Result<i64, String> {
+    let current = match current {
+        None => 0,
+        Some(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| text.parse::<i64>().ok())
+            .ok_or("value is not a decimal 64-bit integer")?,
+    };
+    current
+        .checked_add(by)
+        .ok_or_else(|| "increment overflows a 64-bit integer".to_string())
 }
 
 /// Why one command failed.
@@ -117,6 +124,23 @@ impl From<String> for CommandError {
     fn from(message: String) -> Self {
         CommandError::Failed(message)
     }
+}
+
+/// Why a run stopped before the end of its input.
+#[derive(Debug)]
+pub enum RunError {
+    /// Reading the input failed.
+    Input(io::Error),
+    /// Writing the output or a line's error failed while line `line` ran: that line ran, the
+    /// ones after it did not.
+    Output {
+        /// The line that was running.
+        line: u64,
+        /// What the write returned.
+        error: io::Error,
+    },
+    /// Writing the output failed after every line had run (the final flush).
+    Flush(io::Error),
 }
 
 /// Counters of one shell run.
@@ -240,26 +264,39 @@ impl<S: Store, W: Write> Shell<S, W> {
         Ok(())
     }
 
+    /// `r`: the pairs written as they stream by, not gathered into one line first.
     fn range(&mut self, lower: i64, upper: i64) -> Result<(), CommandError> {
-        let mut line = String::new();
+        let mut scanned = Ok(());
         if lower < upper {
+            let out = &mut self.out;
+            let mut first = true;
+            // As in `scan`: an output error stops the shell, so it is kept whole.
+            let mut failed_write = None;
             let mut visit = |key: &[u8], value: &[u8]| -> Result<bool, String> {
-                // Keys of another width were not written by the integer commands (e.g. by
-                // `put`); they cannot be named by them either, so they are skipped.
-                if let Some(key) = decode_i64_slice(key) {
-                    if !line.is_empty() {
-                        line.push(' ');
-                    }
-                    let value = decode_value(key, value)?;
-                    line.push_str(&format!("{key}:{value}"));
+                // A key or value of another width was not written by the integer commands
+                // (e.g. by `put`), which cannot name it either, so the pair is skipped.
+                let (Some(key), Some(value)) = (decode_i64_slice(key), decode_i64_slice(value))
+                else {
+                    return Ok(true);
+                };
+                let separator = if first { "" } else { " " };
+                if let Err(error) = write!(out, "{separator}{key}:{value}") {
+                    failed_write = Some(error);
+                    return Ok(false);
                 }
+                first = false;
                 Ok(true)
             };
             let (lower, upper) = (encode_i64(lower), encode_i64(upper));
-            self.store.scan(&lower, Some(&upper), &mut visit)?;
+            scanned = self.store.scan(&lower, Some(&upper), &mut visit);
+            if let Some(error) = failed_write {
+                return Err(CommandError::Output(error));
+            }
         }
-        writeln!(self.out, "{line}")?;
-        Ok(())
+        // Ends the line even when the scan failed part way, so the next answer starts on a
+        // line of its own.
+        writeln!(self.out)?;
+        Ok(scanned?)
     }
 
     fn scan(
@@ -270,15 +307,24 @@ impl<S: Store, W: Write> Shell<S, W> {
     ) -> Result<(), CommandError> {
         let mut left = limit.unwrap_or(usize::MAX);
         let out = &mut self.out;
+        // An output error stops the scan and the shell (`CommandError::Output`), not only
+        // this line, so it is kept whole rather than turned into a message.
+        let mut failed_write = None;
         let mut visit = |key: &[u8], value: &[u8]| -> Result<bool, String> {
             if left == 0 {
                 return Ok(false);
             }
             left -= 1;
-            writeln!(out, "{} {}", render(key), render(value)).map_err(|e| e.to_string())?;
+            if let Err(error) = writeln!(out, "{} {}", render(key), render(value)) {
+                failed_write = Some(error);
+                return Ok(false);
+            }
             Ok(left > 0)
         };
         self.store.scan(from, to, &mut visit)?;
+        if let Some(error) = failed_write {
+            return Err(CommandError::Output(error));
+        }
         // The empty line ends the listing: no entry prints as one (an empty key is `""`).
         writeln!(self.out)?;
         Ok(())
@@ -333,37 +379,40 @@ impl<S: Store, W: Write> Shell<S, W> {
                 self.open_hint(path)
             )
         })?;
-        let length = file
+        // The size only sizes the progress bar: a FIFO says 0 and still holds pairs, so the
+        // pairs are read to the end of the stream.
+        let expected = file
             .metadata()
-            .map_err(|error| format!("cannot stat load file {shown}: {error}"))?
-            .len();
-        let total = length / LOAD_PAIR_BYTES as u64;
-        let trailing = length % LOAD_PAIR_BYTES as u64;
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|metadata| metadata.len() / LOAD_PAIR_BYTES as u64);
         let mut reader = BufReader::with_capacity(1 << 16, file);
         let mut pair = [0u8; LOAD_PAIR_BYTES];
-        let mut progress = LoadProgress::new(self.progress, total);
-        for done in 0..total {
+        let mut progress = LoadProgress::new(self.progress, expected);
+        let mut done = 0u64;
+        let trailing = loop {
             let partial = |what: String| {
-                format!(
-                    "load of {shown} stopped after {done} of {total} pairs were applied: {what}"
-                )
+                format!("load of {shown} stopped after {done} pairs were applied: {what}")
             };
-            reader
-                .read_exact(&mut pair)
-                .map_err(|error| partial(error.to_string()))?;
+            let filled = read_record(&mut reader, &mut pair).map_err(|e| partial(e.to_string()))?;
+            if filled < LOAD_PAIR_BYTES {
+                break filled;
+            }
             let [k0, k1, k2, k3, v0, v1, v2, v3] = pair;
             let key = i64::from(i32::from_ne_bytes([k0, k1, k2, k3]));
             let value = i64::from(i32::from_ne_bytes([v0, v1, v2, v3]));
             self.store
                 .put(&encode_i64(key), &encode_i64(value))
                 .map_err(partial)?;
-            progress.tick(done + 1);
-        }
-        progress.finish(total);
+            done += 1;
+            progress.tick(done);
+        };
+        progress.finish(done);
         if trailing != 0 {
+            let length = done * LOAD_PAIR_BYTES as u64 + trailing as u64;
             warnings.push(format!(
                 "load file {shown} is {length} bytes, not a multiple of {LOAD_PAIR_BYTES} \
-                 (pairs of 32-bit integers): loaded {total} pairs and ignored the last \
+                 (pairs of 32-bit integers): loaded {done} pairs and ignored the last \
                  {trailing} bytes"
             ));
         }
@@ -406,12 +455,12 @@ impl<S: Store, W: Write> Shell<S, W> {
     }
 
     /// Reads `input` to the end, executing every line. Per-line errors go to `errors`; an
-    /// error reading the input or writing the output stops the run.
+    /// error reading the input or writing the output stops the run and says where.
     pub fn run<R: BufRead>(
         &mut self,
         mut input: R,
         errors: &mut dyn Write,
-    ) -> io::Result<RunSummary> {
+    ) -> Result<RunSummary, RunError> {
         let started = Instant::now();
         let mut summary = RunSummary {
             commands: 0,
@@ -422,19 +471,39 @@ impl<S: Store, W: Write> Shell<S, W> {
         let mut line_number = 0u64;
         loop {
             raw.clear();
-            if input.read_until(b'\n', &mut raw)? == 0 {
+            if input.read_until(b'\n', &mut raw).map_err(RunError::Input)? == 0 {
                 break;
             }
             line_number += 1;
-            if let Some(failed) = self.run_line(line_number, &raw, errors)? {
+            let ran = self.run_line(line_number, &raw, errors);
+            let ran = ran.map_err(|error| RunError::Output {
+                line: line_number,
+                error,
+            })?;
+            if let Some(failed) = ran {
                 summary.commands += 1;
                 summary.errors += u64::from(failed);
             }
         }
-        self.out.flush()?;
+        self.out.flush().map_err(RunError::Flush)?;
         summary.elapsed = started.elapsed();
         Ok(summary)
     }
+}
+
+/// Fills `record` from `reader`; returns the bytes filled, fewer than its length only at the
+/// end of the stream (a pipe may hand over a record in pieces).
+fn read_record(reader: &mut impl Read, record: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while let Some(rest) = record.get_mut(filled..).filter(|rest| !rest.is_empty()) {
+        match reader.read(rest) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
 }
 
 fn decode_value(key: i64, bytes: &[u8]) -> Result<i64, String> {

@@ -8,6 +8,7 @@ use crate::text::render;
 use crate::Failure;
 use cairn::inspect::manifest::{AddedTable, ManifestEdit};
 use cairn::inspect::table::{BlockSpan, DataBlock, TableDump};
+use cairn::inspect::verify::{FileCheck, VerifyReport};
 use cairn::inspect::Entry;
 use std::io::Write;
 use std::path::Path;
@@ -317,10 +318,38 @@ pub fn dump_manifest(dir: &Path, json: bool, out: &mut dyn Write) -> Result<(), 
     Ok(())
 }
 
+/// What `verify` reports for a directory that holds a MANIFEST but no `CURRENT`, which
+/// `verify_dir` refuses as holding no database: damage, since nothing else names the MANIFEST
+/// and the database does not open.
+fn missing_current(dir: &Path) -> VerifyReport {
+    let mut manifests: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("MANIFEST-"))
+        .collect();
+    manifests.sort();
+    VerifyReport {
+        files: vec![FileCheck {
+            path: dir.join("CURRENT"),
+            summary: String::new(),
+            problem: Some(format!(
+                "missing: nothing names the live MANIFEST, so the database does not open (the \
+                 directory holds {})",
+                manifests.join(", ")
+            )),
+        }],
+        warnings: vec!["tables and WALs were not checked: verify starts from CURRENT".into()],
+    }
+}
+
 /// `cairn verify DIR`: exit status 0 if every file checks out, 1 if any is damaged.
 pub fn verify(dir: &Path, json: bool, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    open::require_for_tools(dir)?;
-    let report = cairn::inspect::verify::verify_dir(dir)?;
+    open::require_for_verify(dir)?;
+    let report = match cairn::inspect::verify::verify_dir(dir) {
+        Err(cairn::Error::NotFound { .. }) => missing_current(dir),
+        report => report?,
+    };
     if json {
         let files = report.files.iter().map(|file| {
             Json::Object(vec![

@@ -5,7 +5,7 @@
 #[path = "support/run.rs"]
 mod run;
 
-use run::{cairn, names, ok, TempDir};
+use run::{cairn, cairn_with_closed_stdout, names, ok, TempDir};
 
 #[test]
 fn read_commands_on_a_missing_or_empty_directory_leave_nothing_behind() {
@@ -77,12 +77,19 @@ fn a_foreign_directory_is_not_a_cairn_database() {
         &["get", "--db", "photos", "k"][..],
         &["put", "--db", "photos", "--create", "k", "v"],
         &["shell", "--db", "photos"],
-        &["verify", "photos"],
     ] {
         let run = cairn(dir.path(), args, "g 1\n");
         assert_eq!(run.code, Some(2), "{args:?}");
         assert_eq!(run.stderr, expected, "{args:?}");
     }
+    // `verify` also takes a lone MANIFEST (a lost CURRENT is damage it reports).
+    let run = cairn(dir.path(), &["verify", "photos"], "");
+    assert_eq!(run.code, Some(2));
+    assert_eq!(
+        run.stderr,
+        "error: photos is not a cairn database (no CURRENT file or MANIFEST; it holds a.jpg, \
+         b.jpg, c.jpg, …)\n"
+    );
     assert_eq!(names(&foreign).len(), 4, "nothing was written");
 
     // A LevelDB-style directory: CURRENT names a MANIFEST that holds no cairn record.
@@ -186,4 +193,43 @@ fn text_output_escapes_backslashes_and_round_trips() {
         "get a\\\\x41\nscan aA b\n",
     );
     assert_eq!(run.stdout, "one\naA two\\ttab\na\\\\x41 one\n\n");
+}
+
+/// `cairn shell --db D < w.txt | head -1`: once the reader of the output is gone, the lines
+/// left (writes among them) are not run, and the shell says so and fails rather than exit 0.
+#[test]
+fn a_closed_output_stops_the_shell_with_an_error() {
+    let dir = TempDir::new("msg-closed-output");
+    // Enough output (2 bytes a `get`) to fill the shell's 64 KiB output buffer, then a write.
+    let mut input = String::from("put k v\n");
+    input.push_str(&"get k\n".repeat(40_000));
+    input.push_str("put last v\n");
+    let run = cairn_with_closed_stdout(dir.path(), &["shell", "--db", "db"], &input);
+    assert!(
+        run.stderr.starts_with("error: output closed at line ")
+            && run.stderr.ends_with("; the remaining lines were not run\n"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    // The write after the failure was indeed not run.
+    assert_eq!(
+        cairn(dir.path(), &["get", "--db", "db", "last"], "").code,
+        Some(1)
+    );
+}
+
+/// A read-only one-shot command whose reader went away (`cairn scan … | head -0`) stops
+/// quietly with exit status 0: it skipped no work.
+#[test]
+fn a_closed_output_ends_a_read_command_quietly() {
+    let dir = TempDir::new("msg-closed-read");
+    let mut input = String::new();
+    for index in 0..5_000 {
+        input.push_str(&format!("put key{index:05} {}\n", "v".repeat(20)));
+    }
+    let run = cairn(dir.path(), &["shell", "--db", "db"], &input);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let run = cairn_with_closed_stdout(dir.path(), &["scan", "--db", "db"], "");
+    assert_eq!((run.code, run.stderr.as_str()), (Some(0), ""));
 }

@@ -140,6 +140,46 @@ fn verify_passes_and_then_names_the_damage() {
     assert_eq!(report["ok"], false);
 }
 
+/// A damaged `CURRENT` is damage for `verify` to report (exit status 1, a FAILED line), not
+/// a directory that is "not a cairn database"; so is a missing one beside a MANIFEST.
+#[test]
+fn verify_reports_a_damaged_or_missing_current() {
+    let dir = TempDir::new("tools-verify-current");
+    small_database(dir.path());
+    std::fs::write(dir.path().join("db/CURRENT"), "xx").unwrap();
+    let run = cairn(dir.path(), &["verify", "db"], "");
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with("FAILED db/CURRENT: "),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.ends_with(" damaged\n"), "{}", run.stdout);
+
+    std::fs::remove_file(dir.path().join("db/CURRENT")).unwrap();
+    let run = cairn(dir.path(), &["verify", "db"], "");
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with("FAILED db/CURRENT: missing"),
+        "{}",
+        run.stdout
+    );
+    let report = json(&cairn(dir.path(), &["verify", "db", "--json"], "").stdout);
+    assert_eq!(report["ok"], false);
+
+    // Still refused: a directory with neither CURRENT nor a MANIFEST.
+    std::fs::create_dir(dir.path().join("other")).unwrap();
+    std::fs::write(dir.path().join("other/notes.txt"), "x").unwrap();
+    let run = cairn(dir.path(), &["verify", "other"], "");
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr
+            .starts_with("error: other is not a cairn database"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn sizes_of_ranges() {
     let dir = TempDir::new("tools-sizes");
@@ -187,6 +227,55 @@ fn checkpoint_opens_as_a_database() {
     let run = cairn(dir.path(), &["checkpoint", "db", "copy"], "");
     assert_eq!(run.code, Some(2));
     assert_eq!(run.stderr, "error: copy already exists and is not empty\n");
+}
+
+/// A checkpoint that fails part way leaves no CURRENT in the destination, so the partial copy
+/// never opens as a database that lacks some of the source's files.
+#[test]
+fn a_checkpoint_that_fails_part_way_writes_no_current() {
+    let dir = TempDir::new("tools-checkpoint-fails");
+    small_database(dir.path());
+    let db = dir.path().join("db");
+    // Unreadable WALs: directories with WAL names (a mode of 000 would not stop root).
+    let bad: Vec<String> = (990..1000)
+        .map(|number| format!("000{number}.log"))
+        .collect();
+    for name in &bad {
+        std::fs::create_dir(db.join(name)).unwrap();
+    }
+    // Rewritten last, so a directory listed newest first shows CURRENT first.
+    std::fs::copy(db.join("CURRENT"), db.join("CURRENT.new")).unwrap();
+    std::fs::rename(db.join("CURRENT.new"), db.join("CURRENT")).unwrap();
+    // Keep only bad WALs listed after CURRENT, where a copy in listing order meets them
+    // after it has copied CURRENT (if the listing puts any there).
+    let listed: Vec<String> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let current_at = listed.iter().position(|name| name == "CURRENT").unwrap();
+    let before: Vec<&String> = listed[..current_at]
+        .iter()
+        .filter(|name| bad.contains(name))
+        .collect();
+    if before.len() < bad.len() {
+        for name in before {
+            std::fs::remove_dir(db.join(name)).unwrap();
+        }
+    }
+    let run = cairn(dir.path(), &["checkpoint", "db", "copy"], "");
+    assert_eq!(run.code, Some(2), "{}", run.stdout);
+    assert!(
+        run.stderr.starts_with("error: cannot copy db/000"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !dir.path().join("copy/CURRENT").exists(),
+        "a partial copy has a CURRENT: {:?}",
+        names(&dir.path().join("copy"))
+    );
+    let run = cairn(dir.path(), &["get", "--db", "copy", "key0399"], "");
+    assert_eq!(run.code, Some(2), "{}", run.stdout);
 }
 
 /// Names, sizes and modification times of every file in `dir`.

@@ -70,6 +70,17 @@ fn integer_ranges_skip_text_keys_and_report_bad_values() {
     );
 }
 
+/// `r` over a store that text commands wrote to as well: an 8-byte key holding a value of
+/// another width was not written by `p` either, and is skipped like a key of another width.
+#[test]
+fn integer_ranges_skip_keys_whose_value_is_not_an_integer() {
+    let input = "p 1 10\nput \\x80\\0\\0\\0\\0\\0\\0\\x02 short\np 3 30\nput abc x\n\
+                 put \\x80\\0\\0\\0\\0\\0\\0\\x04 \"\"\nr 0 9\nr 2 3\n";
+    let (out, errors, summary) = run(input);
+    assert_eq!(out, "1:10 3:30\n\n");
+    assert_eq!((summary.errors, errors.as_str()), (0, ""));
+}
+
 #[test]
 fn increment_reports_bad_counters() {
     let (out, errors, _) = run("put n x\nincr n\nput m 9223372036854775807\nincr m\n");
@@ -187,4 +198,82 @@ fn rejects_non_utf8_lines() {
         String::from_utf8(errors).unwrap(),
         "error: line 2: line is not valid UTF-8\n"
     );
+}
+
+/// Output whose reader has gone away (`| head`).
+struct ClosedOutput;
+
+impl Write for ClosedOutput {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::BrokenPipe.into())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Err(io::ErrorKind::BrokenPipe.into())
+    }
+}
+
+#[test]
+fn a_closed_output_stops_the_run_at_the_line_that_wrote() {
+    for listing in ["scan", "g 1", "r 0 9"] {
+        let mut shell = Shell::new(Map::new(), ClosedOutput, Source::Stdin);
+        let mut errors = Vec::new();
+        let input = format!("p 1 1\n{listing}\np 2 2\n");
+        let stopped = shell.run(input.as_bytes(), &mut errors);
+        assert!(
+            matches!(stopped, Err(RunError::Output { line: 2, .. })),
+            "{listing}: {stopped:?}"
+        );
+        assert_eq!(String::from_utf8(errors).unwrap(), "", "{listing}");
+        let (map, _) = shell.into_parts();
+        assert_eq!(map.len(), 1, "{listing}: the line after the failure ran");
+    }
+}
+
+/// `l` on a FIFO a generator writes into: its size says 0, yet it holds pairs.
+#[cfg(unix)]
+#[test]
+fn loads_from_a_fifo_to_its_end() {
+    let dir = temp_dir("fifo");
+    let fifo = dir.join("pairs.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&i32::to_ne_bytes(7));
+    bytes.extend_from_slice(&i32::to_ne_bytes(-70));
+    bytes.extend_from_slice(b"abc");
+    let writer = {
+        let fifo = fifo.clone();
+        // Opening a FIFO for writing waits for the reader: the shell's load. The write fails
+        // (EPIPE) if the load stops reading early; the output below tells.
+        std::thread::spawn(move || std::fs::write(fifo, bytes).is_ok())
+    };
+    let input = format!("l {}\ng 7\n", fifo.display());
+    let (_, out, errors, summary) = run_with(Source::Stdin, &input);
+    writer.join().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out, "-70\n");
+    assert_eq!(summary.errors, 0, "{errors}");
+    assert_eq!(
+        errors,
+        format!(
+            "warning: line 1: load file {} is 11 bytes, not a multiple of 8 (pairs of 32-bit \
+             integers): loaded 1 pairs and ignored the last 3 bytes\n",
+            fifo.display()
+        )
+    );
+}
+
+#[test]
+fn read_record_gathers_a_record_handed_over_in_pieces() {
+    let mut reader = (&b"abc"[..]).chain(&b"defgh"[..]).chain(&b"ij"[..]);
+    let mut record = [0u8; 8];
+    assert_eq!(read_record(&mut reader, &mut record).unwrap(), 8);
+    assert_eq!(&record, b"abcdefgh");
+    assert_eq!(read_record(&mut reader, &mut record).unwrap(), 2);
+    assert_eq!(read_record(&mut reader, &mut record).unwrap(), 0);
 }

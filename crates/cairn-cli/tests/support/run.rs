@@ -6,6 +6,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock, RwLockWriteGuard};
+
+/// Held shared across each spawn of the binary. Between its fork and its exec a child holds a
+/// copy of every descriptor of the test process, a database's LOCK included, and an flock
+/// lasts while any copy does: a test that opens a database in-process holds this exclusively
+/// ([`no_spawns`]) while it is open, so no child of a concurrent test keeps its LOCK alive
+/// and makes the next command find the database locked.
+static SPAWNS: RwLock<()> = RwLock::new(());
+
+/// Keeps every test of this binary from spawning `cairn` until the guard is dropped.
+pub fn no_spawns() -> RwLockWriteGuard<'static, ()> {
+    SPAWNS.write().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct TempDir(PathBuf);
@@ -43,6 +56,8 @@ pub struct Run {
 
 /// Runs `cairn <args>` in `cwd` with `stdin` as its input.
 pub fn cairn(cwd: &Path, args: &[&str], stdin: &str) -> Run {
+    // `spawn` returns once the child has exec'd (or failed to), dropping its copies.
+    let spawning = SPAWNS.read().unwrap_or_else(PoisonError::into_inner);
     let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(args)
         .current_dir(cwd)
@@ -51,6 +66,7 @@ pub fn cairn(cwd: &Path, args: &[&str], stdin: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start cairn");
+    drop(spawning);
     let mut input = child.stdin.take().unwrap();
     let bytes = stdin.as_bytes().to_vec();
     let feeder = std::thread::spawn(move || {
@@ -61,6 +77,35 @@ pub fn cairn(cwd: &Path, args: &[&str], stdin: &str) -> Run {
     Run {
         code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `cairn <args>` in `cwd` with `stdin` as its input and its stdout a pipe whose reading
+/// end is closed before the child prints anything (as `| head -0` would); `stdout` is empty.
+pub fn cairn_with_closed_stdout(cwd: &Path, args: &[&str], stdin: &str) -> Run {
+    let spawning = SPAWNS.read().unwrap_or_else(PoisonError::into_inner);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cairn");
+    drop(spawning);
+    drop(child.stdout.take());
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.as_bytes().to_vec();
+    // The child may stop reading part way: a failed write here is expected.
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&bytes);
+    });
+    let output: Output = child.wait_with_output().expect("wait for cairn");
+    feeder.join().unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::new(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }

@@ -332,14 +332,15 @@ impl DbInner {
         Ok(MergingIterator::new(children))
     }
 
-    /// The `Put` entries of the write buffers (`None`) or of on-disk level `level`, every
-    /// version present, run by run (newest run first) and by key within a run, at most
-    /// `limit` (`Db::level_entries`). Reads the tables without filling the block cache.
-    pub(super) fn level_entries(
+    /// Calls `visit` with the `Put` entries of the write buffers (`None`) or of on-disk level
+    /// `level`, every version present, run by run (newest run first) and by key within a run,
+    /// until it returns false (`Db::visit_level_entries`). Reads the tables without filling
+    /// the block cache, and holds no entry itself.
+    pub(super) fn visit_level_entries(
         &self,
         level: Option<usize>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
         let super_version = self.super_version.load_full();
         let sources: Vec<Box<dyn InternalIterator>> = match level {
             None => super_version.memory.iterators(),
@@ -355,23 +356,42 @@ impl DbInner {
                 })
                 .collect(),
         };
-        let mut entries = Vec::new();
         let now_millis = crate::expiry::now_millis();
         for mut source in sources {
             source.seek_to_first();
-            while source.valid() && entries.len() < limit {
+            while source.valid() {
                 // Stored values with an expiry count too (their value without the expiry
                 // prefix), unless already expired: they read as tombstones, which are left out.
                 if let Some(key) = crate::key::parse_internal_key(source.key()) {
                     let visible = crate::expiry::visible(key.kind, source.value(), now_millis);
                     if let Some((value, _)) = visible {
-                        entries.push((key.user_key.to_vec(), value.to_vec()));
+                        if !visit(key.user_key, value) {
+                            return source.status();
+                        }
                     }
                 }
                 source.next();
             }
             source.status()?;
         }
+        Ok(())
+    }
+
+    /// The first `limit` entries [`DbInner::visit_level_entries`] visits
+    /// (`Db::level_entries`).
+    pub(super) fn level_entries(
+        &self,
+        level: Option<usize>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut entries = Vec::new();
+        self.visit_level_entries(level, &mut |key, value| {
+            if entries.len() >= limit {
+                return false;
+            }
+            entries.push((key.to_vec(), value.to_vec()));
+            entries.len() < limit
+        })?;
         Ok(entries)
     }
 

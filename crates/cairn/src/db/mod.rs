@@ -747,6 +747,31 @@ impl Db {
         self.inner.level_entries(level, limit)
     }
 
+    /// Calls `visit` with each entry [`Db::level_entries`] would list, in the same order,
+    /// until it returns false: a place of the tree can be counted or sampled without holding
+    /// its entries (the CS265 shell's `s N` counts every level and keeps N pairs of each).
+    ///
+    /// ```
+    /// let db = cairn::Db::open("/visit-level-entries", cairn::Options::in_memory()).unwrap();
+    /// db.put(b"a", b"1").unwrap();
+    /// db.put(b"b", b"2").unwrap();
+    /// db.flush().unwrap();
+    /// let mut count = 0;
+    /// db.visit_level_entries(Some(0), |_key, _value| {
+    ///     count += 1;
+    ///     true
+    /// })
+    /// .unwrap();
+    /// assert_eq!(count, 2);
+    /// ```
+    pub fn visit_level_entries(
+        &self,
+        level: Option<usize>,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.inner.visit_level_entries(level, &mut visit)
+    }
+
     /// A report of the database's shape and counters.
     ///
     /// ```
