@@ -85,11 +85,19 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
     None
 }
 
+/// File numbers (and run ids, which share their space) are below this. A name or a MANIFEST
+/// field with a larger number is not cairn's: taking it would bring the counter that numbers
+/// new files near `u64::MAX`, where it would wrap onto live files.
+pub(crate) const FILE_NUMBER_MAX: u64 = 1 << 62;
+
 fn parse_number(digits: &str) -> Option<u64> {
     if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    digits
+        .parse()
+        .ok()
+        .filter(|number| *number < FILE_NUMBER_MAX)
 }
 
 #[cfg(test)]

@@ -82,6 +82,13 @@ impl DbInner {
         edit.log_number = Some(checkpoint.new_file_number());
         checkpoint.apply_unlogged(&edit)?;
         checkpoint.write_snapshot()?;
+        // The destination's own directory entry: without this sync a power loss could take
+        // the whole checkpoint after it was reported written.
+        let parent = destination
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        file_system.sync_dir(parent)?;
         #[cfg(feature = "invariants")]
         {
             let listed: Vec<u64> = checkpoint.current().file_numbers().collect();

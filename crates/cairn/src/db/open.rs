@@ -318,31 +318,68 @@ fn start_first_wal(
     ))
 }
 
-/// Starts the flush and compaction threads.
+#[cfg(test)]
+std::thread_local! {
+    /// Tests: the spawn (counted from 0) of this thread's next open that fails as if the
+    /// system refused a new thread.
+    pub(super) static FAIL_SPAWN_AT: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Starts the flush and compaction threads; if one cannot start, stops the others.
 pub(super) fn spawn_background(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let mut threads = Vec::new();
     let compactors = std::iter::repeat_n("cairn-compact", inner.options.compaction_threads.max(1));
     let bodies = std::iter::once(("cairn-flush", DbInner::flush_loop as fn(&DbInner)))
         .chain(compactors.map(|name| (name, DbInner::compaction_loop as fn(&DbInner))));
-    for (name, body) in bodies {
-        let worker = Arc::clone(inner);
-        let handle = std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || {
-                // A panic here is a bug; turning it into a sticky error keeps callers
-                // waiting on this thread (flush, stalled writers) from waiting forever.
-                let outcome =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&worker)));
-                if outcome.is_err() {
-                    worker.set_sticky_error(&Error::Internal(format!(
-                        "background thread {name} panicked"
-                    )));
+    for (index, (name, body)) in bodies.enumerate() {
+        match spawn_one(inner, index, name, body) {
+            Ok(handle) => threads.push(handle),
+            Err(error) => {
+                // The threads already started hold the database (and its LOCK): stop them,
+                // or they would work on a directory whose open was reported failed.
+                super::inner::lock(&inner.background).shutting_down = true;
+                inner.background_changed.notify_all();
+                for thread in threads {
+                    let _ = thread.join();
                 }
-            })
-            .map_err(|error| Error::io("spawn thread", &inner.directory, error))?;
-        threads.push(handle);
+                return Err(error);
+            }
+        }
     }
     Ok(threads)
+}
+
+/// Starts background thread `index` (`name`, running `body`).
+fn spawn_one(
+    inner: &Arc<DbInner>,
+    index: usize,
+    name: &'static str,
+    body: fn(&DbInner),
+) -> Result<JoinHandle<()>> {
+    #[cfg(test)]
+    if FAIL_SPAWN_AT.with(std::cell::Cell::get) == Some(index) {
+        return Err(Error::io(
+            "spawn thread",
+            &inner.directory,
+            std::io::Error::from(std::io::ErrorKind::WouldBlock),
+        ));
+    }
+    let _ = index;
+    let worker = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            // A panic here is a bug; turning it into a sticky error keeps callers waiting on
+            // this thread (flush, stalled writers) from waiting forever.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&worker)));
+            if outcome.is_err() {
+                worker.set_sticky_error(&Error::Internal(format!(
+                    "background thread {name} panicked"
+                )));
+            }
+        })
+        .map_err(|error| Error::io("spawn thread", &inner.directory, error))
 }
 
 /// The WAL numbers recovery replays, ascending, after numbering new files past every file

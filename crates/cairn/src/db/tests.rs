@@ -197,3 +197,21 @@ fn a_read_only_handle_starts_no_lookup_pool() {
     );
     assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
 }
+
+/// An open whose background threads cannot all be started (EAGAIN under a thread limit)
+/// fails, and stops those it did start: they held the database (its LOCK) and went on
+/// flushing and compacting a directory its caller was told failed to open.
+#[test]
+fn an_open_that_cannot_start_its_threads_leaves_nothing_running() {
+    let options = Options {
+        file_system: Arc::new(MemFs::new()),
+        compaction_threads: 2,
+        ..Options::default()
+    };
+    super::open::FAIL_SPAWN_AT.with(|fail| fail.set(Some(1)));
+    let failed = Db::open("/db", options.clone());
+    super::open::FAIL_SPAWN_AT.with(|fail| fail.set(None));
+    assert!(failed.is_err());
+    let db = Db::open("/db", options).unwrap();
+    db.put(b"k", b"v").unwrap();
+}

@@ -191,7 +191,17 @@ impl FileSystem for StdFs {
     }
 
     fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
-        std::fs::hard_link(from, to).map_err(|error| Error::io("hard link", to, error))
+        match std::fs::hard_link(from, to) {
+            // Across file systems a link cannot be made; a synced copy is as good to a
+            // checkpoint (tables are never modified).
+            Err(error) if error.kind() == std::io::ErrorKind::CrossesDevices => {
+                std::fs::copy(from, to).map_err(|error| Error::io("copy", to, error))?;
+                std::fs::File::open(to)
+                    .and_then(|copy| copy.sync_all())
+                    .map_err(|error| Error::io("sync", to, error))
+            }
+            other => other.map_err(|error| Error::io("hard link", to, error)),
+        }
     }
 
     fn remove(&self, path: &Path) -> Result<()> {
@@ -243,5 +253,36 @@ impl FileSystem for StdFs {
             .map_err(|error| Error::io("open dir", directory, error))?;
         file.sync_all()
             .map_err(|error| Error::io("sync dir", directory, error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A checkpoint links its tables; across devices (a database on disk, a checkpoint on
+    /// tmpfs) a link fails with EXDEV, and the documented fallback is a synced copy.
+    #[test]
+    fn a_hard_link_across_devices_falls_back_to_a_copy() {
+        let shm = Path::new("/dev/shm");
+        let disk = std::env::temp_dir();
+        let (Ok(shm_meta), Ok(disk_meta)) = (std::fs::metadata(shm), std::fs::metadata(&disk))
+        else {
+            return;
+        };
+        if shm_meta.dev() == disk_meta.dev() {
+            return; // one device here: nothing to cross
+        }
+        let from = disk.join(format!("cairn-link-from-{}", std::process::id()));
+        let to = shm.join(format!("cairn-link-to-{}", std::process::id()));
+        std::fs::write(&from, b"table bytes").unwrap();
+        let _ = std::fs::remove_file(&to);
+        let linked = StdFs.hard_link(&from, &to);
+        let copied = std::fs::read(&to).ok();
+        let _ = std::fs::remove_file(&from);
+        let _ = std::fs::remove_file(&to);
+        linked.unwrap();
+        assert_eq!(copied.as_deref(), Some(&b"table bytes"[..]));
     }
 }

@@ -392,7 +392,6 @@ impl Table {
         }
     }
 
-    #[cfg(any(test, feature = "testing"))]
     /// The table's properties.
     pub fn properties(&self) -> &TableProperties {
         &self.properties

@@ -172,9 +172,9 @@ impl VersionEdit {
                 tag::FORMAT_VERSION => {
                     edit.format_version = Some(reader.u32().ok_or_else(truncated)?);
                 }
-                tag::LOG_NUMBER => edit.log_number = Some(reader.u64().ok_or_else(truncated)?),
+                tag::LOG_NUMBER => edit.log_number = Some(file_number(&mut reader)?),
                 tag::NEXT_FILE_NUMBER => {
-                    edit.next_file_number = Some(reader.u64().ok_or_else(truncated)?);
+                    edit.next_file_number = Some(file_number(&mut reader)?);
                 }
                 tag::LAST_SEQUENCE => {
                     let sequence = reader.u64().ok_or_else(truncated)?;
@@ -191,12 +191,12 @@ impl VersionEdit {
                 }
                 tag::DELETED_FILE => {
                     let level = reader.u8().ok_or_else(truncated)? as usize;
-                    let number = reader.u64().ok_or_else(truncated)?;
+                    let number = file_number(&mut reader)?;
                     edit.deleted_files.push((level, number));
                 }
                 tag::ADDED_FILE => {
                     let level = reader.u8().ok_or_else(truncated)? as usize;
-                    let number = reader.u64().ok_or_else(truncated)?;
+                    let number = file_number(&mut reader)?;
                     let size_bytes = reader.u64().ok_or_else(truncated)?;
                     let smallest_sequence = reader.u64().ok_or_else(truncated)?;
                     let largest_sequence = reader.u64().ok_or_else(truncated)?;
@@ -215,8 +215,8 @@ impl VersionEdit {
                     ));
                 }
                 tag::FILE_RUN => {
-                    let number = reader.u64().ok_or_else(truncated)?;
-                    let run = reader.u64().ok_or_else(truncated)?;
+                    let number = file_number(&mut reader)?;
+                    let run = file_number(&mut reader)?;
                     edit.file_runs.push((number, run));
                 }
                 unknown => return Err(format!("unknown edit tag {unknown}")),
@@ -224,4 +224,13 @@ impl VersionEdit {
         }
         Ok(edit)
     }
+}
+
+/// A file number (or run id) field: below `FILE_NUMBER_MAX`, or the edit is refused.
+fn file_number(reader: &mut Reader<'_>) -> std::result::Result<u64, String> {
+    let number = reader.u64().ok_or_else(|| "edit truncated".to_string())?;
+    if number > crate::filename::FILE_NUMBER_MAX {
+        return Err(format!("file number {number} past the largest"));
+    }
+    Ok(number)
 }

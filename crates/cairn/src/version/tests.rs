@@ -63,6 +63,39 @@ fn an_edit_with_a_last_sequence_past_the_largest_is_refused() {
 }
 
 #[test]
+fn an_edit_with_a_file_number_past_the_largest_is_refused() {
+    let max = crate::filename::FILE_NUMBER_MAX;
+    for (number, accepted) in [(max - 1, true), (max + 1, false), (u64::MAX, false)] {
+        let edits = [
+            VersionEdit {
+                added_files: vec![(1, added(number, b"a", b"m"))],
+                ..VersionEdit::default()
+            },
+            VersionEdit {
+                deleted_files: vec![(1, number)],
+                ..VersionEdit::default()
+            },
+            VersionEdit {
+                log_number: Some(number),
+                next_file_number: Some(number),
+                ..VersionEdit::default()
+            },
+            VersionEdit {
+                file_runs: vec![(number, number)],
+                ..VersionEdit::default()
+            },
+        ];
+        for edit in edits {
+            assert_eq!(
+                VersionEdit::decode(&edit.encode()).is_ok(),
+                accepted,
+                "{number}: {edit:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn overlapping_files_in_a_level_are_rejected() {
     let base = Version::empty(3);
     let edit = VersionEdit {
