@@ -280,15 +280,26 @@ pub(crate) fn block_fences(path: &Path) -> Result<Vec<(Vec<u8>, BlockSpan)>> {
     let (index, _) = block_at(file.as_ref(), footer.index)?;
     let mut iter = index.iter();
     let mut fences = Vec::new();
+    // Data blocks lie in order, apart, before the index: a handle that says otherwise
+    // (bytes a checksum cannot vouch for) is refused, so their sizes sum within the file.
+    let mut next_free = 0u64;
     iter.seek_to_first();
     while iter.valid() {
-        let Some(handle) = BlockHandle::decode(iter.value()) else {
+        let handle = BlockHandle::decode(iter.value())
+            .filter(|handle| handle.offset >= next_free)
+            .filter(|handle| {
+                handle
+                    .end_with_trailer()
+                    .is_some_and(|end| end <= footer.index.offset)
+            });
+        let Some(handle) = handle else {
             return Err(Error::corruption(
                 path,
                 footer.index.offset,
-                "index entry is not a block handle",
+                "index entry is not the handle of a data block",
             ));
         };
+        next_free = handle.end_with_trailer().unwrap_or(u64::MAX);
         let key = split_internal_key(iter.key()).map_or_else(|| iter.key().to_vec(), |k| k.0);
         fences.push((key, handle.into()));
         iter.next();

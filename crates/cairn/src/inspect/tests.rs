@@ -145,3 +145,55 @@ fn sizes_are_bounded_by_the_live_tables() {
         0
     );
 }
+
+/// Rewrites the table at `path` with an index whose every handle claims `size` bytes (its
+/// checksum recomputed): damage a checksum cannot catch.
+fn forge_index_sizes(path: &Path, size: u64) {
+    use crate::fs::{FileSystem, StdFs};
+    use crate::iter::InternalIterator;
+    use crate::sstable::block::{Block, BlockBuilder, BlockOrigin};
+    use crate::sstable::format::{
+        encode_block, read_block_contents, BlockHandle, Footer, FOOTER_BYTES,
+    };
+    let mut bytes = std::fs::read(path).unwrap();
+    let footer_at = bytes.len() - FOOTER_BYTES;
+    let mut footer = Footer::decode(&bytes[footer_at..], path, footer_at as u64).unwrap();
+    let file = StdFs.open_read(path).unwrap();
+    let contents = read_block_contents(file.as_ref(), footer.index, true).unwrap();
+    let index = std::sync::Arc::new(Block::new(contents.data, BlockOrigin::detached()).unwrap());
+    let mut forged = BlockBuilder::new(1);
+    let mut iter = index.iter();
+    iter.seek_to_first();
+    while iter.valid() {
+        let mut handle = BlockHandle::decode(iter.value()).unwrap();
+        handle.size = size;
+        forged.add(iter.key(), &handle.encode());
+        iter.next();
+    }
+    let encoded = encode_block(&forged.finish(), crate::sstable::Compression::None);
+    bytes.truncate(footer_at);
+    footer.index = BlockHandle {
+        offset: footer_at as u64,
+        size: encoded.stored_size,
+    };
+    bytes.extend_from_slice(&encoded.bytes);
+    bytes.extend_from_slice(&footer.encode());
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Sizes read block handles straight from a table: forged sizes must not overflow (a panic
+/// in a checked build) nor report more bytes than the tables hold.
+#[test]
+fn sizes_of_a_table_with_forged_block_sizes_stay_bounded() {
+    let dir = TempDir::new("forged");
+    database(&dir.0);
+    let live = live_tables(&dir.0).unwrap();
+    let files: u64 = live.iter().map(|live| live.table.size_bytes).sum();
+    for table in &live {
+        forge_index_sizes(&table.path, 1 << 63);
+    }
+    match approximate_sizes(&dir.0, Some(b"key050"), Some(b"key150")) {
+        Ok(sizes) => assert!(sizes.total_bytes <= files, "{sizes:?}"),
+        Err(error) => assert!(error.is_corruption(), "{error}"),
+    }
+}
