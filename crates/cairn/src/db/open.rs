@@ -98,6 +98,9 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
         .with_read_mode(options.table_read_mode)
         .with_lookup_threads(lookup_threads(&options))?,
     );
+    if !options.read_only {
+        check_tables_present(directory, file_system.as_ref(), &versions)?;
+    }
     let replay = replay_wals(directory, file_system.as_ref(), &mut versions, &options)?;
     let last_sequence = replay.last_sequence;
     let dropped = replay.dropped;
@@ -380,6 +383,42 @@ fn spawn_one(
             }
         })
         .map_err(|error| Error::io("spawn thread", &inner.directory, error))
+}
+
+/// Every table the recovered version lists is in the directory. One that is not means a lost
+/// edit (a damaged last MANIFEST record taken for a torn tail, whose compaction had already
+/// deleted its inputs) or a lost file: opening would fail reads, and the obsolete-file sweep
+/// would delete the tables the lost edit added, the only copy of their keys. A read-only
+/// handle skips this: a writer beside it may delete tables its version still lists.
+fn check_tables_present(
+    directory: &Path,
+    file_system: &dyn FileSystem,
+    versions: &VersionSet,
+) -> Result<()> {
+    let present: HashSet<u64> = file_system
+        .list(directory)?
+        .iter()
+        .filter_map(|name| match filename::parse_file_name(name) {
+            Some(FileKind::Table(number)) => Some(number),
+            _ => None,
+        })
+        .collect();
+    let current = versions.current();
+    let Some(missing) = current
+        .file_numbers()
+        .find(|number| !present.contains(number))
+    else {
+        return Ok(());
+    };
+    let reason = format!("the MANIFEST lists table {missing}, which is missing");
+    Err(match &versions.manifest_torn_tail {
+        Some((manifest, tail)) => Error::corruption(
+            manifest,
+            *tail,
+            format!("damaged last record (not a torn write): {reason}"),
+        ),
+        None => Error::corruption(filename::table_path(directory, missing), 0, reason),
+    })
 }
 
 /// The WAL numbers recovery replays, ascending, after numbering new files past every file

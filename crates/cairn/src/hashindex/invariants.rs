@@ -27,6 +27,9 @@ impl HashIndex {
         guard: &EpochGuard<'_>,
         mut hasher: impl KeyHasher,
     ) -> Result<(), String> {
+        // Every bucket first: the entry checks below look keys up, and a lookup waits for a
+        // locked bucket, so a bucket left locked must be found before any lookup reaches it.
+        self.check_unlocked(guard)?;
         for (number, partition) in self.partitions.iter().enumerate() {
             let table = self.table(partition, guard);
             if table.replaced.load(Ordering::Acquire) {
@@ -37,12 +40,6 @@ impl HashIndex {
             let layout = &table.layout;
             let mut entries = 0usize;
             for (index, bucket) in table.buckets().iter().enumerate() {
-                let version = bucket.first_word().load(Ordering::Acquire);
-                if version & super::LOCKED != 0 {
-                    return Err(format!(
-                        "invariant 3: partition {number} bucket {index} is locked ({version:#x})"
-                    ));
-                }
                 for slot in 0..layout.entries {
                     let entry = bucket.entry(layout, slot);
                     if entry == 0 {
@@ -79,6 +76,22 @@ impl HashIndex {
                 return Err(format!(
                     "invariant 6: partition {number} counts {counted} entries, holds {entries}"
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Invariant 3 on a quiet index: no bucket is locked.
+    fn check_unlocked(&self, guard: &EpochGuard<'_>) -> Result<(), String> {
+        for (number, partition) in self.partitions.iter().enumerate() {
+            let table = self.table(partition, guard);
+            for (index, bucket) in table.buckets().iter().enumerate() {
+                let version = bucket.first_word().load(Ordering::Acquire);
+                if version & super::LOCKED != 0 {
+                    return Err(format!(
+                        "invariant 3: partition {number} bucket {index} is locked ({version:#x})"
+                    ));
+                }
             }
         }
         Ok(())
