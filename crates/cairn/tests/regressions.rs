@@ -226,6 +226,25 @@ fn failed_manifest_sync_never_deletes_the_edits_tables() {
     }
 }
 
+/// Flips one bit in the payload of the last record of `/db`'s MANIFEST (its checksum left
+/// as it was); returns the MANIFEST's path and the record's offset.
+fn damage_last_manifest_record(fs: &cairn::MemFs) -> (std::path::PathBuf, u64) {
+    let manifest = fs
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .find(|name| name.starts_with("MANIFEST-"))
+        .unwrap();
+    let manifest = Path::new("/db").join(manifest);
+    let pristine = fs.file_contents(&manifest).unwrap();
+    let contents = cairn::testing::wal::parse_log(pristine.clone(), &manifest).unwrap();
+    let (last, _) = contents.records().last().unwrap();
+    let mut damaged = pristine;
+    damaged[last as usize + 12] ^= 0x04;
+    fs.set_file_contents(&manifest, damaged);
+    (manifest, last)
+}
+
 /// Bug: a bit flip in the MANIFEST's last record (a flush edit) was taken for a torn tail
 /// and the edit silently dropped; the flushed WAL was already deleted, so the database opened
 /// with older values and a resurrected deleted key, and no error. Found by the corruption
@@ -247,20 +266,7 @@ fn damaged_last_manifest_record_is_reported_not_silently_dropped() {
     db.flush().unwrap(); // the MANIFEST's last record: this flush; its WAL is deleted
     db.put(b"in-the-wal", b"1").unwrap();
     drop(db);
-    let manifest = fs
-        .list(Path::new("/db"))
-        .unwrap()
-        .into_iter()
-        .find(|name| name.starts_with("MANIFEST-"))
-        .unwrap();
-    let manifest = Path::new("/db").join(manifest);
-    let pristine = fs.file_contents(&manifest).unwrap();
-    let contents = cairn::testing::wal::parse_log(pristine.clone(), &manifest).unwrap();
-    let (last, _) = contents.records().last().unwrap();
-    let mut damaged = pristine;
-    let position = last as usize + 12;
-    damaged[position] ^= 0x04;
-    fs.set_file_contents(&manifest, damaged);
+    let (manifest, last) = damage_last_manifest_record(&fs);
     match Db::open("/db", options) {
         Err(Error::Corruption { file, offset, .. }) => {
             assert_eq!(file, manifest);
@@ -585,19 +591,7 @@ fn a_damaged_compaction_edit_is_reported_not_opened_with_missing_tables() {
     }
     db.compact_range(None, None).unwrap(); // the MANIFEST's last record: this compaction
     drop(db);
-    let manifest = fs
-        .list(Path::new("/db"))
-        .unwrap()
-        .into_iter()
-        .find(|name| name.starts_with("MANIFEST-"))
-        .unwrap();
-    let manifest = Path::new("/db").join(manifest);
-    let pristine = fs.file_contents(&manifest).unwrap();
-    let contents = cairn::testing::wal::parse_log(pristine.clone(), &manifest).unwrap();
-    let (last, _) = contents.records().last().unwrap();
-    let mut damaged = pristine;
-    damaged[last as usize + 12] ^= 0x04;
-    fs.set_file_contents(&manifest, damaged);
+    let (manifest, last) = damage_last_manifest_record(&fs);
     match Db::open("/db", options) {
         Err(Error::Corruption { file, offset, .. }) => {
             assert_eq!(file, manifest);

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockWriteGuard};
 
@@ -56,9 +56,22 @@ pub struct Run {
 
 /// Runs `cairn <args>` in `cwd` with `stdin` as its input.
 pub fn cairn(cwd: &Path, args: &[&str], stdin: &str) -> Run {
+    finish(spawn(cwd, args), stdin)
+}
+
+/// Runs `cairn <args>` in `cwd` with `stdin` as its input and its stdout a pipe whose reading
+/// end is closed before the child prints anything (as `| head -0` would); `stdout` is empty.
+pub fn cairn_with_closed_stdout(cwd: &Path, args: &[&str], stdin: &str) -> Run {
+    let mut child = spawn(cwd, args);
+    drop(child.stdout.take());
+    finish(child, stdin)
+}
+
+/// Starts `cairn <args>` in `cwd` with piped standard streams.
+fn spawn(cwd: &Path, args: &[&str]) -> Child {
     // `spawn` returns once the child has exec'd (or failed to), dropping its copies.
     let spawning = SPAWNS.read().unwrap_or_else(PoisonError::into_inner);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+    let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(args)
         .current_dir(cwd)
         .stdin(Stdio::piped())
@@ -67,6 +80,12 @@ pub fn cairn(cwd: &Path, args: &[&str], stdin: &str) -> Run {
         .spawn()
         .expect("start cairn");
     drop(spawning);
+    child
+}
+
+/// Feeds `stdin` to `child` from a thread and waits for it. The child may stop reading part
+/// way (a closed output stops the shell): a failed write here is expected.
+fn finish(mut child: Child, stdin: &str) -> Run {
     let mut input = child.stdin.take().unwrap();
     let bytes = stdin.as_bytes().to_vec();
     let feeder = std::thread::spawn(move || {
@@ -77,35 +96,6 @@ pub fn cairn(cwd: &Path, args: &[&str], stdin: &str) -> Run {
     Run {
         code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-/// Runs `cairn <args>` in `cwd` with `stdin` as its input and its stdout a pipe whose reading
-/// end is closed before the child prints anything (as `| head -0` would); `stdout` is empty.
-pub fn cairn_with_closed_stdout(cwd: &Path, args: &[&str], stdin: &str) -> Run {
-    let spawning = SPAWNS.read().unwrap_or_else(PoisonError::into_inner);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start cairn");
-    drop(spawning);
-    drop(child.stdout.take());
-    let mut input = child.stdin.take().unwrap();
-    let bytes = stdin.as_bytes().to_vec();
-    // The child may stop reading part way: a failed write here is expected.
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&bytes);
-    });
-    let output: Output = child.wait_with_output().expect("wait for cairn");
-    feeder.join().unwrap();
-    Run {
-        code: output.status.code(),
-        stdout: String::new(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }

@@ -445,22 +445,17 @@ fn deleting_a_hash_carries_a_bounded_number_of_operations() {
     assert!(left.is_empty(), "{} fields left", left.len());
     assert_eq!(h.run("HGET small f"), bulk("v"));
     // Through the commands: DEL, and an expiry in the past.
-    h.run(&format!(
+    let fill = format!(
         "HSET big {}",
         (0..fields)
             .map(|f| format!("f{f} v"))
             .collect::<Vec<_>>()
             .join(" ")
-    ));
+    );
+    h.run(&fill);
     assert_eq!(h.run("DEL big small"), int(2));
     assert_eq!(h.run("HLEN big"), int(0));
-    h.run(&format!(
-        "HSET big {}",
-        (0..fields)
-            .map(|f| format!("f{f} v"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    ));
+    h.run(&fill);
     assert_eq!(h.run("PEXPIREAT big 1"), int(1));
     assert_eq!(h.run("HLEN big"), int(0));
     assert_eq!(h.run("HSET big f1 w"), int(1));
