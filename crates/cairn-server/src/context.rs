@@ -114,6 +114,8 @@ pub struct Context {
     stripes: Box<[Mutex<()>]>,
     hash_marks: Box<[AtomicU64]>,
     cursors: Mutex<Cursors>,
+    /// The engine key of the last record the expiry sampler read (`None`: start over).
+    sampler_position: Mutex<Option<Vec<u8>>>,
     /// Connected clients.
     pub clients: AtomicUsize,
     /// Next client id.
@@ -146,6 +148,7 @@ impl Context {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             cursors: Mutex::new(Cursors::default()),
+            sampler_position: Mutex::new(None),
             clients: AtomicUsize::new(0),
             next_client_id: AtomicU64::new(1),
             commands: (0..COMMAND_COUNT_STRIPES)
@@ -248,6 +251,16 @@ impl Context {
     /// Where cursor `id` stopped (`None`: unknown or forgotten).
     pub fn cursor(&self, id: u64) -> Option<Vec<u8>> {
         lock(&self.cursors).positions.get(&id).cloned()
+    }
+
+    /// Where the expiry sampler's last round stopped (`crate::expiry`, invariant 3).
+    pub fn sampler_position(&self) -> Option<Vec<u8>> {
+        lock(&self.sampler_position).clone()
+    }
+
+    /// Records where the expiry sampler's round stopped.
+    pub fn set_sampler_position(&self, position: Option<Vec<u8>>) {
+        *lock(&self.sampler_position) = position;
     }
 
     /// Counts `count` commands run by connection `client` (a connection counts a read

@@ -112,8 +112,8 @@ fn expired_keys_are_sampled_away() {
         h.run(&format!("SET k{index} v PX 1"));
     }
     std::thread::sleep(std::time::Duration::from_millis(5));
-    let deleted = crate::expiry::sample_once(&h.context, 12345).unwrap();
-    assert_eq!(deleted, 5);
+    let round = crate::expiry::sample_once(&h.context).unwrap();
+    assert_eq!(round.deleted, 5);
     let raw = h
         .context
         .store
@@ -125,6 +125,69 @@ fn expired_keys_are_sampled_away() {
         )
         .unwrap();
     assert!(raw.is_empty(), "the sampler deleted the records: {raw:?}");
+}
+
+/// Expired records in the keyspace, read raw (a command would delete what it read).
+fn raw_expired_records(h: &Harness) -> usize {
+    let now = crate::expiry::now_ms();
+    h.context
+        .store
+        .scan(
+            std::ops::Bound::Included(&b"m"[..]),
+            std::ops::Bound::Excluded(&b"n"[..]),
+            usize::MAX,
+            false,
+        )
+        .unwrap()
+        .iter()
+        .filter(|(_, value)| {
+            crate::layout::Record::decode(value).is_some_and(|record| record.is_expired(now))
+        })
+        .count()
+}
+
+/// Keys sharing a long prefix (`k:`): a round once started 2 random bytes deep, so every
+/// round sampled the same ~20 lowest keys and expired keys behind them were never deleted.
+#[test]
+fn the_sampler_reaches_expired_keys_behind_a_shared_prefix() {
+    let mut h = Harness::new();
+    for index in 0..20 {
+        h.run(&format!("SET k:a{index:02} v"));
+    }
+    for index in 0..100 {
+        h.run(&format!("SET k:b{index:03} v PX 1"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(raw_expired_records(&h), 100);
+    for _ in 0..20 {
+        crate::expiry::sample_once(&h.context).unwrap();
+    }
+    let left = raw_expired_records(&h);
+    assert_eq!(left, 0, "{left} of 100 expired keys left after 20 rounds");
+    assert_eq!(h.run("DBSIZE"), int(20));
+}
+
+/// A cycle runs rounds while they keep finding expired keys: one round of 20 records every
+/// 100 ms once capped deletion at 200 keys a second, and a memstore filled with expired keys.
+#[test]
+fn a_sampler_cycle_repeats_while_rounds_find_expired_keys() {
+    let mut h = Harness::new();
+    for index in 0..100 {
+        h.run(&format!("SET k:a{index:03} v PX 1"));
+    }
+    for index in 0..20 {
+        h.run(&format!("SET k:b{index:02} v"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let budget = std::time::Duration::from_secs(10);
+    let deleted = crate::expiry::run_cycle(&h.context, budget).unwrap();
+    assert_eq!(
+        deleted, 100,
+        "one cycle deleted {deleted} of 100 expired keys"
+    );
+    assert_eq!(raw_expired_records(&h), 0);
+    // A clean keyspace costs one round: the next cycle reads 20 live records and stops.
+    assert_eq!(crate::expiry::run_cycle(&h.context, budget).unwrap(), 0);
 }
 
 #[test]
