@@ -22,7 +22,6 @@ use crate::context::{Context, Session};
 use crate::layout::{self, Kind, Record};
 use crate::resp::Reply;
 use crate::store::{Op, Pairs};
-use cairn::Update;
 use std::ops::Bound;
 
 /// The hash commands.
@@ -242,33 +241,31 @@ fn hincrby(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     // Before the field or the record is written (context invariant 3).
     context.mark_hash(key);
     let record = load_hash(context, key, true)?;
-    let mut outcome: Result<(i64, bool), Failure> = Err(Failure::err("not run"));
-    context
-        .store
-        .update(&layout::field_key(key, field), &mut |current| {
-            outcome = match current {
-                None => Ok((0, true)),
-                Some(bytes) => parse_i64(bytes)
-                    .map(|value| (value, false))
-                    .map_err(|_| Failure::err("hash value is not an integer")),
-            }
-            .and_then(|(value, created)| {
-                value
-                    .checked_add(delta)
-                    .map(|sum| (sum, created))
-                    .ok_or_else(|| Failure::err("increment or decrement would overflow"))
-            });
-            match &outcome {
-                Ok((sum, _)) => Update::Put(sum.to_string().into_bytes()),
-                Err(_) => Update::Keep,
-            }
-        })?;
-    let (sum, created) = outcome?;
-    if created {
+    // The key's lock keeps every other writer of the hash out, so a plain read and one batch
+    // are as atomic as a read-modify-write, and a new field goes with its count (invariant 1).
+    let current = field_value(context, key, field)?;
+    let value = match &current {
+        None => 0,
+        Some(bytes) => {
+            parse_i64(bytes).map_err(|_| Failure::err("hash value is not an integer"))?
+        }
+    };
+    let sum = value
+        .checked_add(delta)
+        .ok_or_else(|| Failure::err("increment or decrement would overflow"))?;
+    let mut ops = vec![Op::Put(
+        layout::field_key(key, field),
+        sum.to_string().into_bytes(),
+    )];
+    if current.is_none() {
         let count = record.as_ref().map_or(0, Record::field_count) + 1;
         let expires_at = record.and_then(|record| record.expires_at);
-        super::put_record(context, key, &Record::hash(count, expires_at))?;
+        ops.push(Op::Put(
+            layout::meta_key(key),
+            Record::hash(count, expires_at).encode(),
+        ));
     }
+    context.store.write(ops)?;
     #[cfg(feature = "invariants")]
     check_field_count(context, key);
     Ok(Reply::Integer(sum))

@@ -2,9 +2,12 @@
 
 use super::dispatch;
 use crate::context::{Context, Session};
+use crate::layout;
 use crate::resp::Reply;
-use crate::store::ModelStore;
-use std::sync::Arc;
+use crate::store::{Decide, ModelStore, Op, Pairs, SharedStore, Store};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 struct Harness {
     context: Context,
@@ -13,8 +16,12 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
+        Self::with_store(Arc::new(ModelStore::default()))
+    }
+
+    fn with_store(store: SharedStore) -> Self {
         Harness {
-            context: Context::new(Arc::new(ModelStore::default()), 0),
+            context: Context::new(store, 0),
             session: Session::default(),
         }
     }
@@ -531,4 +538,126 @@ fn deleting_a_hash_carries_a_bounded_number_of_operations() {
         h.run("HGETALL big"),
         Reply::Array(vec![bulk("f1"), bulk("w")])
     );
+}
+
+/// A hook a [`FaultyStore`] runs before a write.
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// A `ModelStore` that fails a chosen write, or runs a hook before the first write that
+/// deletes something: what a command leaves when the engine fails, or another client runs,
+/// between its steps.
+#[derive(Default)]
+struct FaultyStore {
+    inner: ModelStore,
+    /// Writes (`write`, `put`, `update`) so far.
+    writes: AtomicUsize,
+    /// The write that fails, counting from 1 (0: none).
+    fail_at: AtomicUsize,
+    /// Runs before the first write that deletes something.
+    before_delete: Mutex<Option<Hook>>,
+}
+
+impl std::fmt::Debug for FaultyStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("FaultyStore")
+            .finish_non_exhaustive()
+    }
+}
+
+impl FaultyStore {
+    /// Fails write `number` from now on (counting from 1).
+    fn fail_write(&self, number: usize) {
+        self.writes.store(0, Ordering::SeqCst);
+        self.fail_at.store(number, Ordering::SeqCst);
+    }
+
+    /// Counts a write; the error if it is the one to fail.
+    fn count_write(&self) -> cairn::Result<()> {
+        let number = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        if number == self.fail_at.load(Ordering::SeqCst) {
+            return Err(cairn::Error::Internal(format!("injected: write {number}")));
+        }
+        Ok(())
+    }
+}
+
+impl Store for FaultyStore {
+    fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+
+    fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
+        self.count_write()?;
+        if ops.iter().any(|op| matches!(op, Op::Delete(_))) {
+            let hook = self.before_delete.lock().unwrap().take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
+        self.inner.write(ops)
+    }
+
+    fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()> {
+        self.count_write()?;
+        self.inner.update(key, decide)
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        self.inner.scan(lower, upper, limit, reverse)
+    }
+
+    fn info(&self) -> Vec<(String, String)> {
+        self.inner.info()
+    }
+
+    fn engine_name(&self) -> &'static str {
+        "faulty"
+    }
+
+    fn close(&self) -> cairn::Result<()> {
+        Ok(())
+    }
+}
+
+/// Field keys stored under hash `key`'s prefix, and the field count its record holds.
+fn stored_and_recorded_fields(context: &Context, key: &[u8]) -> (u64, u64) {
+    let prefix = layout::field_prefix(key);
+    let end = layout::prefix_end(&prefix);
+    let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let stored = context
+        .store
+        .scan(Bound::Included(&prefix), upper, usize::MAX, false)
+        .unwrap()
+        .len() as u64;
+    let recorded = super::raw_record(context, key)
+        .unwrap()
+        .map_or(0, |record| record.field_count());
+    (stored, recorded)
+}
+
+/// HINCRBY of a new field wrote the field, then the record: an engine failure between the
+/// two left a field the record does not count (hashes invariant 1).
+#[test]
+fn hincrby_writes_the_field_and_its_count_together() {
+    for failing in [1, 2] {
+        let store = Arc::new(FaultyStore::default());
+        let mut h = Harness::with_store(Arc::clone(&store) as SharedStore);
+        assert_eq!(h.run("HSET h a 1"), int(1));
+        store.fail_write(failing);
+        let reply = h.run("HINCRBY h n 5");
+        let (stored, recorded) = stored_and_recorded_fields(&h.context, b"h");
+        assert_eq!(
+            stored, recorded,
+            "write {failing} failing left {stored} fields and a count of {recorded} ({reply:?})"
+        );
+        store.fail_write(0);
+        assert_eq!(h.run("HLEN h"), int(recorded as i64));
+    }
 }
