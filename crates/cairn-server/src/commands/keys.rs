@@ -2,8 +2,9 @@
 //! and the cursor paging and glob matching SCAN and HSCAN share.
 //!
 //! Thread-safety contract: as every handler (see `commands`). DEL and RENAME hold the locks
-//! of all their keys and write one batch (atomic on the `db` engine). FLUSHDB takes no locks:
-//! it deletes what it scans in batches, so writes racing it may survive it. SCAN, KEYS,
+//! of all their keys and write one batch (atomic on the `db` engine). FLUSHDB deletes the
+//! keyspace chunk by chunk, holding the locks of each chunk's keys while it deletes them, so
+//! a write racing it may survive it (written after its chunk) but never in part. SCAN, KEYS,
 //! DBSIZE and RANGE read without locks, each engine scan chunk at its own moment.
 //!
 //! Invariants:
@@ -12,6 +13,9 @@
 //!    present for a whole iteration is returned exactly once, as Redis promises (and never
 //!    twice, which Redis does not promise).
 //! 2. Expired records are never listed or counted.
+//! 3. FLUSHDB deletes a key only under its lock and with everything it owns (`delete_ops`),
+//!    and a hash's field only under its hash's lock: it never leaves a field without its
+//!    hash's record, nor a key the memstore's key index misses (store invariant 1).
 
 use super::{arg, delete_ops, is, load, load_locked, parse_i64, Args, Failure, Outcome, Spec};
 use crate::context::{Context, Session};
@@ -300,7 +304,7 @@ fn flush(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
         Some(mode) if is(mode, "ASYNC") || is(mode, "SYNC") => {}
         Some(_) => return Err(Failure::syntax()),
     }
-    // Each chunk resumes after the last key deleted, so no scan re-walks earlier tombstones.
+    // Each chunk resumes after the last key scanned, so no scan re-walks earlier tombstones.
     let mut position: Option<Vec<u8>> = None;
     loop {
         let lower = position
@@ -311,10 +315,50 @@ fn flush(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
             return Ok(Reply::ok());
         };
         position = Some(last.clone());
-        context
-            .store
-            .write(pairs.into_iter().map(|(key, _)| Op::Delete(key)).collect())?;
+        flush_chunk(context, pairs.into_iter().map(|(key, _)| key).collect())?;
     }
+}
+
+/// Operations FLUSHDB gathers before writing them (one key's delete adds at most
+/// `DELETE_FIELDS_MAX + 1`), far inside the engine's batch limits.
+const FLUSH_BATCH: usize = 4 * super::DELETE_FIELDS_MAX;
+
+/// The user key an engine key belongs to: a record's key, or a field's hash.
+fn owner(engine_key: &[u8]) -> Option<&[u8]> {
+    match engine_key.first() {
+        Some(&META) => engine_key.get(1..),
+        _ => layout::hash_of_field_key(engine_key),
+    }
+}
+
+/// Deletes the engine keys `chunk` and everything their user keys own, holding those keys'
+/// locks (invariant 3): a writer racing FLUSHDB leaves its key whole or has it deleted whole.
+fn flush_chunk(context: &Context, chunk: Vec<Vec<u8>>) -> Result<(), Failure> {
+    let owners: std::collections::BTreeSet<&[u8]> =
+        chunk.iter().filter_map(|key| owner(key)).collect();
+    let owners: Vec<&[u8]> = owners.into_iter().collect();
+    let _locks = context.lock_keys(&owners);
+    let mut ops = Vec::new();
+    let mut deleted = std::collections::HashSet::new();
+    for key in owners {
+        if let Some(record) = load_locked(context, key)? {
+            ops.extend(delete_ops(context, key, &record)?);
+            deleted.insert(key);
+        }
+        if ops.len() >= FLUSH_BATCH {
+            context.store.write(std::mem::take(&mut ops))?;
+        }
+    }
+    // Left: fields of a hash without a record, and keys that are neither records nor fields;
+    // nothing owns them, but their hash's lock is still held, so no HSET is recreating it.
+    let leftovers = chunk.iter().filter(|key| {
+        key.first() != Some(&META) && owner(key).is_none_or(|key| !deleted.contains(key))
+    });
+    ops.extend(leftovers.cloned().map(Op::Delete));
+    if !ops.is_empty() {
+        context.store.write(ops)?;
+    }
+    Ok(())
 }
 
 /// `RANGE start end [LIMIT n] [REV]`: string keys in `[start, end)` (an empty `end`: no upper

@@ -661,3 +661,56 @@ fn hincrby_writes_the_field_and_its_count_together() {
         assert_eq!(h.run("HLEN h"), int(recorded as i64));
     }
 }
+
+/// FLUSHDB took no locks: an HSET adding a field between its scan and its delete kept the new
+/// field while the delete took the hash's record, an orphan field no command could reach.
+#[test]
+fn flushdb_leaves_no_field_without_its_hash() {
+    let store = Arc::new(FaultyStore::default());
+    let context = Arc::new(Context::new(Arc::clone(&store) as SharedStore, 0));
+    let run = |context: &Context, line: &str| {
+        let words = crate::resp::parser::split_arguments(line.as_bytes()).unwrap();
+        let args: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        dispatch(context, &mut Session::default(), &args)
+    };
+    assert_eq!(run(&context, "HSET H a 1"), int(1));
+    assert_eq!(run(&context, "SET s v"), Reply::ok());
+    // Another client's HSET, as FLUSHDB is about to delete what it scanned. It may have to
+    // wait for FLUSHDB's locks: the hook waits for it a while, then lets FLUSHDB go on.
+    let (done_sender, done) = std::sync::mpsc::channel();
+    let other = Arc::clone(&context);
+    let writer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>> = Arc::default();
+    let handle = Arc::clone(&writer);
+    *store.before_delete.lock().unwrap() = Some(Box::new(move || {
+        let thread = std::thread::spawn(move || {
+            let reply = run(&other, "HSET H b 2");
+            // The hook may have stopped waiting (FLUSHDB held H's lock): nobody listens.
+            let _ = done_sender.send(reply);
+        });
+        *handle.lock().unwrap() = Some(thread);
+        let _ = done.recv_timeout(std::time::Duration::from_millis(300));
+    }));
+    assert_eq!(run(&context, "FLUSHDB"), Reply::ok());
+    let thread = writer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("FLUSHDB deleted something");
+    thread.join().unwrap();
+    let (stored, recorded) = stored_and_recorded_fields(&context, b"H");
+    assert_eq!(
+        stored, recorded,
+        "{stored} field keys stored, the record counts {recorded}"
+    );
+    assert_eq!(run(&context, "HLEN H"), int(stored as i64));
+    assert_eq!(run(&context, "EXISTS s"), int(0));
+    // A field without its record (no command writes one) and a key of no known kind go too.
+    let orphan = Op::Put(layout::field_key(b"gone", b"f"), b"v".to_vec());
+    let foreign = Op::Put(b"zz".to_vec(), b"v".to_vec());
+    store.write(vec![orphan, foreign]).unwrap();
+    assert_eq!(run(&context, "FLUSHALL"), Reply::ok());
+    let left = store
+        .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)
+        .unwrap();
+    assert!(left.is_empty(), "left after FLUSHALL: {left:?}");
+}
