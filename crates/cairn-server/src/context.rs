@@ -10,7 +10,8 @@
 //!    ascending stripe order (no deadlock), for the whole read-decide-write; readers take
 //!    none. So a multi-key write (MSETNX, RENAME, a hash write that changes the field count)
 //!    sees and writes a state no other writer changes under it.
-//! 2. The cursor table holds at most `MAX_CURSORS` entries; the oldest are forgotten first.
+//! 2. The cursor table holds at most `MAX_CURSORS` entries and `MAX_CURSOR_BYTES` bytes of
+//!    positions; the oldest are forgotten first (and SCAN refuses a forgotten cursor).
 //! 3. Every key whose record is a hash has its bit set in the hash marks: the bits of the
 //!    hashes already stored are set when the context is made, and every command that writes
 //!    a hash record sets its key's bit first, under the key's lock. Bits are never cleared. So
@@ -33,6 +34,9 @@ const STRIPES: usize = 1024;
 const COMMAND_COUNT_STRIPES: usize = 8;
 /// Remembered SCAN/HSCAN cursors.
 const MAX_CURSORS: usize = 16 * 1024;
+/// Bytes of remembered cursor positions (engine keys, up to 64 KiB each: the count alone
+/// would let 16,384 cursors hold a gigabyte).
+const MAX_CURSOR_BYTES: usize = 16 * 1024 * 1024;
 /// Bits of the hash marks (128 KiB): with a few thousand hashes nearly every other key's bit
 /// is still clear.
 const HASH_MARK_BITS: usize = 1 << 20;
@@ -135,6 +139,8 @@ struct Cursors {
     next: u64,
     positions: BTreeMap<u64, Vec<u8>>,
     order: VecDeque<u64>,
+    /// Bytes of `positions`' values.
+    bytes: usize,
 }
 
 impl Context {
@@ -232,17 +238,23 @@ impl Context {
         let mut cursors = lock(&self.cursors);
         cursors.next += 1;
         let id = cursors.next;
+        cursors.bytes += position.len();
         cursors.positions.insert(id, position);
         cursors.order.push_back(id);
-        while cursors.order.len() > MAX_CURSORS {
-            if let Some(oldest) = cursors.order.pop_front() {
-                cursors.positions.remove(&oldest);
+        while cursors.order.len() > MAX_CURSORS || cursors.bytes > MAX_CURSOR_BYTES {
+            let Some(oldest) = cursors.order.pop_front() else {
+                break;
+            };
+            if let Some(forgotten) = cursors.positions.remove(&oldest) {
+                cursors.bytes -= forgotten.len();
             }
         }
         #[cfg(feature = "invariants")]
         assert!(
             cursors.positions.len() <= MAX_CURSORS
-                && cursors.order.len() == cursors.positions.len(),
+                && cursors.bytes <= MAX_CURSOR_BYTES
+                && cursors.order.len() == cursors.positions.len()
+                && cursors.bytes == cursors.positions.values().map(Vec::len).sum::<usize>(),
             "invariant 2: the cursor table is bounded and its order list matches it"
         );
         id

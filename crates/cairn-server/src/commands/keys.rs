@@ -11,7 +11,9 @@
 //! 1. SCAN's cursor is a number naming the last engine key returned (kept in the context's
 //!    cursor table); 0 starts and ends an iteration. Keys are visited in byte order, so a key
 //!    present for a whole iteration is returned exactly once, as Redis promises (and never
-//!    twice, which Redis does not promise).
+//!    twice, which Redis does not promise). A cursor the table no longer holds (it keeps the
+//!    latest 16,384, within 16 MiB of positions) gets `-ERR invalid cursor`, never a reply
+//!    that would end the iteration early.
 //! 2. Expired records are never listed or counted.
 //! 3. FLUSHDB deletes a key only under its lock and with everything it owns (`delete_ops`),
 //!    and a hash's field only under its hash's lock: it never leaves a field without its
@@ -171,21 +173,18 @@ pub fn page(
         .ok()
         .and_then(|text| text.parse::<u64>().ok())
         .ok_or_else(|| Failure::err("invalid cursor"))?;
+    // A cursor the table forgot (or never handed out), or one of another iteration (an
+    // HSCAN cursor given to SCAN), is refused: taken as the end, it would make a partial
+    // iteration look complete (invariant 1).
     let position = match cursor {
         0 => None,
-        id => match context.cursor(id) {
-            Some(position) => Some(position),
-            // A forgotten cursor ends the iteration rather than restarting it.
-            None => return Ok((0, Vec::new())),
-        },
+        id => Some(
+            context
+                .cursor(id)
+                .filter(|position| position.starts_with(prefix))
+                .ok_or_else(|| Failure::err("invalid cursor"))?,
+        ),
     };
-    if position
-        .as_deref()
-        .is_some_and(|position| !position.starts_with(prefix))
-    {
-        // A cursor of another iteration (an HSCAN cursor given to SCAN): nothing to resume.
-        return Ok((0, Vec::new()));
-    }
     let lower = position
         .as_deref()
         .map_or(Bound::Included(prefix), Bound::Excluded);

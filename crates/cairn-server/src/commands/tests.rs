@@ -471,10 +471,7 @@ fn hscan_and_typed_scan() {
     );
     assert_eq!(h.run("HSCAN s 0"), error(WRONGTYPE));
     assert_eq!(h.run("SCAN 0 COUNT 0"), error("ERR syntax error"));
-    assert_eq!(
-        h.run("SCAN 77 COUNT 5"),
-        Reply::Array(vec![bulk("0"), Reply::Array(Vec::new())])
-    );
+    assert_eq!(h.run("SCAN 77 COUNT 5"), error("ERR invalid cursor"));
 }
 
 /// A hash of any size can be deleted: one key's delete carries a bounded number of operations
@@ -713,4 +710,47 @@ fn flushdb_leaves_no_field_without_its_hash() {
         .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)
         .unwrap();
     assert!(left.is_empty(), "left after FLUSHALL: {left:?}");
+}
+
+/// A cursor the table forgot once ended the iteration (`0` and an empty page), so a slow
+/// client took a partial iteration for a complete one; it is now refused.
+#[test]
+fn a_forgotten_cursor_is_refused_not_taken_as_the_end() {
+    let mut h = Harness::new();
+    for key in ["a", "b", "c"] {
+        h.run(&format!("SET {key} v"));
+    }
+    let Reply::Array(parts) = h.run("SCAN 0 COUNT 1") else {
+        panic!("SCAN replies an array")
+    };
+    let [Reply::Bulk(cursor), _] = parts.as_slice() else {
+        panic!("{parts:?}")
+    };
+    let cursor = String::from_utf8(cursor.clone()).unwrap();
+    assert_ne!(cursor, "0");
+    for _ in 0..16 * 1024 {
+        h.context.save_cursor(b"mz".to_vec());
+    }
+    assert_eq!(
+        h.run(&format!("SCAN {cursor} COUNT 1")),
+        error("ERR invalid cursor")
+    );
+    assert_eq!(h.run("HSET h f v"), int(1));
+    assert_eq!(h.run("HSCAN h 12345"), error("ERR invalid cursor"));
+}
+
+/// The cursor table is bounded by the bytes of its positions too: 16,384 cursors of 64 KiB
+/// keys held a gigabyte.
+#[test]
+fn the_cursor_table_is_bounded_in_bytes() {
+    let h = Harness::new();
+    let first = h.context.save_cursor(vec![b'm'; 64 * 1024]);
+    for _ in 0..1024 {
+        h.context.save_cursor(vec![b'm'; 64 * 1024]);
+    }
+    assert_eq!(
+        h.context.cursor(first).map(|position| position.len()),
+        None,
+        "the oldest of 64 MiB of positions is still remembered"
+    );
 }
