@@ -173,9 +173,9 @@ impl Context {
         let mut lower = vec![layout::FIELD];
         let upper = [layout::FIELD + 1];
         for _ in 0..HASH_MARK_SCAN_MAX {
-            let found = self
-                .store
-                .scan(Bound::Included(&lower), Bound::Excluded(&upper), 1, false);
+            let found =
+                self.store
+                    .scan_keys(Bound::Included(&lower), Bound::Excluded(&upper), 1, false);
             let Ok(found) = found else { break };
             let Some((field_key, _)) = found.first() else {
                 return;

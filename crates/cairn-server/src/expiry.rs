@@ -67,12 +67,13 @@ pub fn sample_once(context: &Context) -> Result<Round, commands::Failure> {
         .as_deref()
         .map_or(Bound::Included(RECORDS_START), Bound::Excluded);
     let end = Bound::Excluded(RECORDS_END);
-    let mut records = context.store.scan(lower, end, SAMPLE, false)?;
+    // Headers only: a record's type and expiry are all a round looks at.
+    let mut records = context.store.scan_keys(lower, end, SAMPLE, false)?;
     if let (true, Some(stopped)) = (records.len() < SAMPLE, position.as_deref()) {
         // Wrap around to the start of the keyspace, up to where this round began (included:
         // a keyspace of one key is still read every round).
         let start = Bound::Included(RECORDS_START);
-        let more = context.store.scan(
+        let more = context.store.scan_keys(
             start,
             Bound::Included(stopped),
             SAMPLE - records.len(),

@@ -69,7 +69,13 @@ fn check_field_count(context: &Context, key: &[u8]) {
     if recorded > CHECKED_FIELDS_MAX {
         return;
     }
-    let stored = all_fields(context, key).map_or(0, |fields| fields.len() as u64);
+    let prefix = layout::field_prefix(key);
+    let end = layout::prefix_end(&prefix);
+    let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let stored = context
+        .store
+        .scan_keys(Bound::Included(&prefix), upper, usize::MAX, false)
+        .map_or(0, |fields| fields.len() as u64);
     assert_eq!(
         recorded, stored,
         "invariant 1: the field count of {key:?} matches its fields"
@@ -281,7 +287,7 @@ fn hscan(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
         ]));
     }
     let prefix = layout::field_prefix(key);
-    let (next, pairs) = page(context, arg(args, 2), &prefix, options.count)?;
+    let (next, pairs) = page(context, arg(args, 2), &prefix, options.count, true)?;
     let mut items = Vec::new();
     for (engine_key, value) in pairs {
         let field = engine_key.get(prefix.len()..).unwrap_or_default().to_vec();

@@ -15,9 +15,10 @@
 //!    latest 16,384, within 16 MiB of positions) gets `-ERR invalid cursor`, never a reply
 //!    that would end the iteration early.
 //! 2. Expired records are never listed or counted.
-//! 3. FLUSHDB deletes a key only under its lock and with everything it owns (`delete_ops`),
-//!    and a hash's field only under its hash's lock: it never leaves a field without its
-//!    hash's record, nor a key the memstore's key index misses (store invariant 1).
+//! 3. FLUSHDB deletes a key only under its lock and with everything it owns (`delete_ops`;
+//!    a key whose hash mark is clear owns nothing and goes unread, context invariant 3), and
+//!    a hash's field only under its hash's lock: it never leaves a field without its hash's
+//!    record, nor a key the memstore's key index misses (store invariant 1).
 
 use super::{arg, delete_ops, is, load, load_locked, parse_i64, Args, Failure, Outcome, Spec};
 use crate::context::{Context, Session};
@@ -161,13 +162,15 @@ impl ScanOptions {
     }
 }
 
-/// One page of up to `count` engine pairs under `prefix`, after the position `cursor` names;
-/// returns the next cursor (0: done) and the pairs.
+/// One page of up to `count` engine pairs under `prefix`, after the position `cursor` names
+/// (with whole values if `values`, else only their headers: `Store::scan_keys`); returns the
+/// next cursor (0: done) and the pairs.
 pub fn page(
     context: &Context,
     cursor: &[u8],
     prefix: &[u8],
     count: usize,
+    values: bool,
 ) -> Result<(u64, Pairs), Failure> {
     let cursor = std::str::from_utf8(cursor)
         .ok()
@@ -190,7 +193,11 @@ pub fn page(
         .map_or(Bound::Included(prefix), Bound::Excluded);
     let end = layout::prefix_end(prefix);
     let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-    let pairs = context.store.scan(lower, upper, count, false)?;
+    let pairs = if values {
+        context.store.scan(lower, upper, count, false)?
+    } else {
+        context.store.scan_keys(lower, upper, count, false)?
+    };
     let next = match pairs.last() {
         Some((last, _)) if pairs.len() >= count => context.save_cursor(last.clone()),
         _ => 0,
@@ -206,7 +213,7 @@ fn live(pair: (Vec<u8>, Vec<u8>), now: u64) -> Option<(Vec<u8>, Record)> {
 
 fn scan(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let options = ScanOptions::parse(args, 2)?;
-    let (next, pairs) = page(context, arg(args, 1), &[META], options.count)?;
+    let (next, pairs) = page(context, arg(args, 1), &[META], options.count, false)?;
     let now = now_ms();
     let keys = pairs
         .into_iter()
@@ -227,24 +234,40 @@ fn scan(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     ]))
 }
 
+/// What `walk` reads of each record.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// Its type and expiry only (`Store::scan_keys`): no value is loaded.
+    Headers,
+    /// Whole values, at most this many per chunk (a RANGE's LIMIT: no more are loaded).
+    Values(usize),
+}
+
 /// Calls `visit` on every live record from `start` (an engine key) to the end of the record
 /// range, in chunks, until it returns false.
 fn walk(
     context: &Context,
-    start: Bound<&[u8]>,
-    upper: Bound<&[u8]>,
+    (start, upper): (Bound<&[u8]>, Bound<&[u8]>),
     reverse: bool,
+    read: Read,
     visit: &mut dyn FnMut(Vec<u8>, Record) -> bool,
 ) -> Result<(), Failure> {
     let mut position: Bound<Vec<u8>> = if reverse { upper } else { start }.map(<[u8]>::to_vec);
+    let chunk = match read {
+        Read::Headers => CHUNK,
+        Read::Values(most) => most.clamp(1, CHUNK),
+    };
     loop {
         let (lower, upper_now) = if reverse {
             (start, position.as_ref().map(Vec::as_slice))
         } else {
             (position.as_ref().map(Vec::as_slice), upper)
         };
-        let pairs = context.store.scan(lower, upper_now, CHUNK, reverse)?;
-        let done = pairs.len() < CHUNK;
+        let pairs = match read {
+            Read::Headers => context.store.scan_keys(lower, upper_now, chunk, reverse)?,
+            Read::Values(_) => context.store.scan(lower, upper_now, chunk, reverse)?,
+        };
+        let done = pairs.len() < chunk;
         let Some((last, _)) = pairs.last() else {
             return Ok(());
         };
@@ -269,9 +292,9 @@ fn keys(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let mut found = Vec::new();
     walk(
         context,
-        Bound::Included(RECORDS_START),
-        Bound::Excluded(RECORDS_END),
+        (Bound::Included(RECORDS_START), Bound::Excluded(RECORDS_END)),
         false,
+        Read::Headers,
         &mut |key, _| {
             if glob_match(pattern, &key) {
                 found.push(key);
@@ -286,9 +309,9 @@ fn dbsize(context: &Context, _: &mut Session, _: &Args<'_>) -> Outcome {
     let mut count = 0;
     walk(
         context,
-        Bound::Included(RECORDS_START),
-        Bound::Excluded(RECORDS_END),
+        (Bound::Included(RECORDS_START), Bound::Excluded(RECORDS_END)),
         false,
+        Read::Headers,
         &mut |_, _| {
             count += 1;
             true
@@ -309,7 +332,9 @@ fn flush(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
         let lower = position
             .as_deref()
             .map_or(Bound::Unbounded, Bound::Excluded);
-        let pairs = context.store.scan(lower, Bound::Unbounded, CHUNK, false)?;
+        let pairs = context
+            .store
+            .scan_keys(lower, Bound::Unbounded, CHUNK, false)?;
         let Some((last, _)) = pairs.last() else {
             return Ok(Reply::ok());
         };
@@ -340,7 +365,10 @@ fn flush_chunk(context: &Context, chunk: Vec<Vec<u8>>) -> Result<(), Failure> {
     let mut ops = Vec::new();
     let mut deleted = std::collections::HashSet::new();
     for key in owners {
-        if let Some(record) = load_locked(context, key)? {
+        if !context.may_hold_hash(key) {
+            // No hash (context invariant 3): its record, if any, goes without being read.
+            ops.push(Op::Delete(layout::meta_key(key)));
+        } else if let Some(record) = load_locked(context, key)? {
             ops.extend(delete_ops(context, key, &record)?);
             deleted.insert(key);
         }
@@ -390,9 +418,9 @@ fn range(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     if limit > 0 {
         walk(
             context,
-            Bound::Included(&lower),
-            Bound::Excluded(&upper),
+            (Bound::Included(&lower), Bound::Excluded(&upper)),
             reverse,
+            Read::Values(limit),
             &mut |key, record| {
                 if record.kind == Kind::String {
                     items.push(key);

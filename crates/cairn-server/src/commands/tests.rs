@@ -552,6 +552,8 @@ struct FaultyStore {
     fail_at: AtomicUsize,
     /// Runs before the first write that deletes something.
     before_delete: Mutex<Option<Hook>>,
+    /// Bytes of values returned by reads.
+    value_bytes: AtomicUsize,
 }
 
 impl std::fmt::Debug for FaultyStore {
@@ -581,7 +583,10 @@ impl FaultyStore {
 
 impl Store for FaultyStore {
     fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>> {
-        self.inner.get(key)
+        let value = self.inner.get(key)?;
+        let bytes = value.as_ref().map_or(0, Vec::len);
+        self.value_bytes.fetch_add(bytes, Ordering::SeqCst);
+        Ok(value)
     }
 
     fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
@@ -607,7 +612,23 @@ impl Store for FaultyStore {
         limit: usize,
         reverse: bool,
     ) -> cairn::Result<Pairs> {
-        self.inner.scan(lower, upper, limit, reverse)
+        let pairs = self.inner.scan(lower, upper, limit, reverse)?;
+        let bytes: usize = pairs.iter().map(|(_, value)| value.len()).sum();
+        self.value_bytes.fetch_add(bytes, Ordering::SeqCst);
+        Ok(pairs)
+    }
+
+    fn scan_keys(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        let pairs = self.inner.scan_keys(lower, upper, limit, reverse)?;
+        let bytes: usize = pairs.iter().map(|(_, value)| value.len()).sum();
+        self.value_bytes.fetch_add(bytes, Ordering::SeqCst);
+        Ok(pairs)
     }
 
     fn info(&self) -> Vec<(String, String)> {
@@ -753,4 +774,45 @@ fn the_cursor_table_is_bounded_in_bytes() {
         None,
         "the oldest of 64 MiB of positions is still remembered"
     );
+}
+
+/// Listing keys read every key's whole value (DBSIZE over 200 keys of 1 MiB read 200 MiB, in
+/// chunks of 1024 values); only the envelope's header is needed.
+#[test]
+fn listing_keys_reads_no_values() {
+    let store = Arc::new(FaultyStore::default());
+    let mut h = Harness::with_store(Arc::clone(&store) as SharedStore);
+    let keys = 200;
+    let value = "v".repeat(1 << 20);
+    for index in 0..keys {
+        h.run(&format!("SET k{index:03} {value}"));
+    }
+    h.run("SET e v PX 100000");
+    let bound = (keys + 1) * layout::ENVELOPE_HEADER_MAX;
+    let commands = [
+        ("DBSIZE", int(keys as i64 + 1)),
+        (
+            "KEYS k00*",
+            Reply::bulks((0..10).map(|i| format!("k00{i}").into_bytes())),
+        ),
+        (
+            "SCAN 0 COUNT 1000 MATCH k19*",
+            Reply::Array(vec![
+                bulk("0"),
+                Reply::bulks((190..200).map(|i| format!("k{i}").into_bytes())),
+            ]),
+        ),
+        ("FLUSHALL", Reply::ok()),
+    ];
+    let mut over = Vec::new();
+    for (command, expected) in commands {
+        store.value_bytes.store(0, Ordering::SeqCst);
+        assert_eq!(h.run(command), expected, "{command}");
+        let read = store.value_bytes.load(Ordering::SeqCst);
+        if read > bound {
+            over.push(format!("{command} read {read} bytes of values"));
+        }
+    }
+    assert!(over.is_empty(), "over {bound} bytes: {over:?}");
+    assert_eq!(h.run("DBSIZE"), int(0));
 }
