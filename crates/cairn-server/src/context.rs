@@ -10,7 +10,8 @@
 //!    ascending stripe order (no deadlock), for the whole read-decide-write; readers take
 //!    none. So a multi-key write (MSETNX, RENAME, a hash write that changes the field count)
 //!    sees and writes a state no other writer changes under it.
-//! 2. The cursor table holds at most `MAX_CURSORS` entries; the oldest are forgotten first.
+//! 2. The cursor table holds at most `MAX_CURSORS` entries and `MAX_CURSOR_BYTES` bytes of
+//!    positions; the oldest are forgotten first (and SCAN refuses a forgotten cursor).
 //! 3. Every key whose record is a hash has its bit set in the hash marks: the bits of the
 //!    hashes already stored are set when the context is made, and every command that writes
 //!    a hash record sets its key's bit first, under the key's lock. Bits are never cleared. So
@@ -33,6 +34,9 @@ const STRIPES: usize = 1024;
 const COMMAND_COUNT_STRIPES: usize = 8;
 /// Remembered SCAN/HSCAN cursors.
 const MAX_CURSORS: usize = 16 * 1024;
+/// Bytes of remembered cursor positions (engine keys, up to 64 KiB each: the count alone
+/// would let 16,384 cursors hold a gigabyte).
+const MAX_CURSOR_BYTES: usize = 16 * 1024 * 1024;
 /// Bits of the hash marks (128 KiB): with a few thousand hashes nearly every other key's bit
 /// is still clear.
 const HASH_MARK_BITS: usize = 1 << 20;
@@ -114,6 +118,8 @@ pub struct Context {
     stripes: Box<[Mutex<()>]>,
     hash_marks: Box<[AtomicU64]>,
     cursors: Mutex<Cursors>,
+    /// The engine key of the last record the expiry sampler read (`None`: start over).
+    sampler_position: Mutex<Option<Vec<u8>>>,
     /// Connected clients.
     pub clients: AtomicUsize,
     /// Next client id.
@@ -133,6 +139,8 @@ struct Cursors {
     next: u64,
     positions: BTreeMap<u64, Vec<u8>>,
     order: VecDeque<u64>,
+    /// Bytes of `positions`' values.
+    bytes: usize,
 }
 
 impl Context {
@@ -146,6 +154,7 @@ impl Context {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             cursors: Mutex::new(Cursors::default()),
+            sampler_position: Mutex::new(None),
             clients: AtomicUsize::new(0),
             next_client_id: AtomicU64::new(1),
             commands: (0..COMMAND_COUNT_STRIPES)
@@ -164,9 +173,9 @@ impl Context {
         let mut lower = vec![layout::FIELD];
         let upper = [layout::FIELD + 1];
         for _ in 0..HASH_MARK_SCAN_MAX {
-            let found = self
-                .store
-                .scan(Bound::Included(&lower), Bound::Excluded(&upper), 1, false);
+            let found =
+                self.store
+                    .scan_keys(Bound::Included(&lower), Bound::Excluded(&upper), 1, false);
             let Ok(found) = found else { break };
             let Some((field_key, _)) = found.first() else {
                 return;
@@ -229,17 +238,23 @@ impl Context {
         let mut cursors = lock(&self.cursors);
         cursors.next += 1;
         let id = cursors.next;
+        cursors.bytes += position.len();
         cursors.positions.insert(id, position);
         cursors.order.push_back(id);
-        while cursors.order.len() > MAX_CURSORS {
-            if let Some(oldest) = cursors.order.pop_front() {
-                cursors.positions.remove(&oldest);
+        while cursors.order.len() > MAX_CURSORS || cursors.bytes > MAX_CURSOR_BYTES {
+            let Some(oldest) = cursors.order.pop_front() else {
+                break;
+            };
+            if let Some(forgotten) = cursors.positions.remove(&oldest) {
+                cursors.bytes -= forgotten.len();
             }
         }
         #[cfg(feature = "invariants")]
         assert!(
             cursors.positions.len() <= MAX_CURSORS
-                && cursors.order.len() == cursors.positions.len(),
+                && cursors.bytes <= MAX_CURSOR_BYTES
+                && cursors.order.len() == cursors.positions.len()
+                && cursors.bytes == cursors.positions.values().map(Vec::len).sum::<usize>(),
             "invariant 2: the cursor table is bounded and its order list matches it"
         );
         id
@@ -248,6 +263,16 @@ impl Context {
     /// Where cursor `id` stopped (`None`: unknown or forgotten).
     pub fn cursor(&self, id: u64) -> Option<Vec<u8>> {
         lock(&self.cursors).positions.get(&id).cloned()
+    }
+
+    /// Where the expiry sampler's last round stopped (`crate::expiry`, invariant 3).
+    pub fn sampler_position(&self) -> Option<Vec<u8>> {
+        lock(&self.sampler_position).clone()
+    }
+
+    /// Records where the expiry sampler's round stopped.
+    pub fn set_sampler_position(&self, position: Option<Vec<u8>>) {
+        *lock(&self.sampler_position) = position;
     }
 
     /// Counts `count` commands run by connection `client` (a connection counts a read

@@ -13,6 +13,9 @@
 //!    (after a protocol error or a closing command nothing after it runs).
 //! 3. A multibulk request's arguments are read in place (no copy per argument); the scratch
 //!    vectors are reused from one buffer to the next.
+//! 4. A run stops at a request boundary once the output holds `OUTPUT_LIMIT` bytes
+//!    (`Next::Flush`), so one run's output is at most `OUTPUT_LIMIT` plus one reply however
+//!    many requests the buffer holds; the caller writes it and runs the rest.
 
 use crate::commands::{self, plain_set};
 use crate::context::{Context, Session};
@@ -23,6 +26,22 @@ use std::sync::atomic::Ordering;
 /// Arguments a command may have and still be gathered without allocating.
 const STACK_ARGS: usize = 8;
 
+/// Output a run of requests may build before it stops at the next request boundary: without
+/// it, 1,500 pipelined GETs of a 256 MiB value built 384 GiB of replies.
+pub const OUTPUT_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Capacity a connection's buffers keep between rounds (more only while a round needs it).
+pub const BUFFER_KEEP: usize = 64 * 1024;
+
+/// Gives back the capacity of a connection buffer far above what the last round used
+/// (`used` bytes): one 256 MiB value once left each of its buffers that large for good.
+pub fn shrink_buffer(buffer: &mut Vec<u8>, used: usize) {
+    let keep = used.max(buffer.len()).max(BUFFER_KEEP);
+    if buffer.capacity() / 4 > keep {
+        buffer.shrink_to(keep);
+    }
+}
+
 /// What the connection does after running the buffered requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
@@ -30,6 +49,9 @@ pub enum Next {
     Read,
     /// Close the connection (QUIT, SHUTDOWN, a protocol error).
     Close,
+    /// Write the output, then run the rest of the input (whole requests may remain) before
+    /// reading more: the output passed `OUTPUT_LIMIT`.
+    Flush,
 }
 
 /// Vectors a connection reuses for every read buffer.
@@ -42,8 +64,9 @@ pub struct Scratch {
     sets: Vec<(Range<usize>, Range<usize>)>,
 }
 
-/// Runs every complete request in `input`, appending replies to `output`; returns what to do
-/// next and how many bytes of `input` it consumed.
+/// Runs the complete requests in `input`, appending replies to `output`, until none is left
+/// or the output passes `OUTPUT_LIMIT` (invariant 4); returns what to do next and how many
+/// bytes of `input` it consumed.
 pub fn run_requests(
     input: &[u8],
     output: &mut Vec<u8>,
@@ -58,6 +81,10 @@ pub fn run_requests(
     let mut consumed = 0;
     let mut commands = 0u64;
     let next = loop {
+        if output.len() >= OUTPUT_LIMIT {
+            // Invariant 4: at a request boundary, so the caller can write and run the rest.
+            break Next::Flush;
+        }
         let rest = input.get(consumed..).unwrap_or_default();
         let (request, used) =
             match resp::parse_request(rest, &limits, &mut scratch.ranges, &mut scratch.resume) {
@@ -72,54 +99,64 @@ pub fn run_requests(
         let start = consumed;
         consumed += used;
         commands += 1;
-        match request {
+        let outcome = match request {
             Request::Nothing => {
                 commands -= 1;
-                continue;
+                Next::Read
             }
             Request::Owned(words) => {
                 // Inline requests (rare, hand-typed) run alone.
                 flush_sets(input, output, context, &mut scratch.sets);
                 let owned: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
-                if let Next::Close = run_one(&owned, output, context, session) {
-                    break Next::Close;
-                }
-                continue;
+                run_one(&owned, output, context, session)
             }
-            Request::Ranges => {}
-        }
-        let shift = |range: &Range<usize>| start + range.start..start + range.end;
-        if let [name, key, value] = scratch.ranges.as_slice() {
-            let name = input.get(shift(name)).unwrap_or_default();
-            if plain_set::is_plain_set(&[name, &[], &[]]) {
-                scratch.sets.push((shift(key), shift(value)));
-                if scratch.sets.len() >= plain_set::RUN_MAX {
-                    flush_sets(input, output, context, &mut scratch.sets);
-                }
-                continue;
-            }
-        }
-        flush_sets(input, output, context, &mut scratch.sets);
-        // Up to `STACK_ARGS` arguments are gathered on the stack: no allocation per command.
-        let mut stack: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
-        let heap: Vec<&[u8]>;
-        let word = |range: &Range<usize>| input.get(shift(range)).unwrap_or_default();
-        let args: &[&[u8]] = if scratch.ranges.len() <= STACK_ARGS {
-            for (slot, range) in stack.iter_mut().zip(&scratch.ranges) {
-                *slot = word(range);
-            }
-            stack.get(..scratch.ranges.len()).unwrap_or_default()
-        } else {
-            heap = scratch.ranges.iter().map(word).collect();
-            &heap
+            Request::Ranges => run_ranges(input, start, output, context, session, scratch),
         };
-        if let Next::Close = run_one(args, output, context, session) {
+        if let Next::Close = outcome {
             break Next::Close;
         }
     };
     flush_sets(input, output, context, &mut scratch.sets);
     context.count_commands(session.id, commands);
     (next, consumed)
+}
+
+/// Runs the multibulk request that starts at `start` of `input`, whose arguments
+/// `scratch.ranges` holds (relative to `start`); a plain SET is gathered into the run instead.
+fn run_ranges(
+    input: &[u8],
+    start: usize,
+    output: &mut Vec<u8>,
+    context: &Context,
+    session: &mut Session,
+    scratch: &mut Scratch,
+) -> Next {
+    let shift = |range: &Range<usize>| start + range.start..start + range.end;
+    if let [name, key, value] = scratch.ranges.as_slice() {
+        let name = input.get(shift(name)).unwrap_or_default();
+        if plain_set::is_plain_set(&[name, &[], &[]]) {
+            scratch.sets.push((shift(key), shift(value)));
+            if scratch.sets.len() >= plain_set::RUN_MAX {
+                flush_sets(input, output, context, &mut scratch.sets);
+            }
+            return Next::Read;
+        }
+    }
+    flush_sets(input, output, context, &mut scratch.sets);
+    // Up to `STACK_ARGS` arguments are gathered on the stack: no allocation per command.
+    let mut stack: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
+    let heap: Vec<&[u8]>;
+    let word = |range: &Range<usize>| input.get(shift(range)).unwrap_or_default();
+    let args: &[&[u8]] = if scratch.ranges.len() <= STACK_ARGS {
+        for (slot, range) in stack.iter_mut().zip(&scratch.ranges) {
+            *slot = word(range);
+        }
+        stack.get(..scratch.ranges.len()).unwrap_or_default()
+    } else {
+        heap = scratch.ranges.iter().map(word).collect();
+        &heap
+    };
+    run_one(args, output, context, session)
 }
 
 /// Runs one command and appends its reply (none when SHUTDOWN succeeds: Redis closes
@@ -391,6 +428,60 @@ mod tests {
             parsed <= keys + 1 + pieces,
             "{parsed} arguments parsed for a request of {} arguments in {pieces} pieces",
             keys + 1
+        );
+    }
+
+    /// Every complete request of a buffer once ran before any output was written: 1,500
+    /// pipelined GETs of a 256 MiB value built 384 GiB of replies. The run now stops at a
+    /// request boundary once the output passes `OUTPUT_LIMIT`, and the rest runs next.
+    #[test]
+    fn a_pipeline_of_large_replies_runs_in_rounds_of_bounded_output() {
+        let context = model();
+        let value = vec![b'v'; 1 << 20];
+        run_buffer(&context, &[&[b"SET", b"k", &value]]);
+        let gets = OUTPUT_LIMIT / value.len() + 36;
+        let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".repeat(gets);
+        let (mut session, mut scratch) = (Session::default(), Scratch::default());
+        let reply = format!("${}\r\n", value.len()).len() + value.len() + 2;
+        let (mut offset, mut replies, mut rounds) = (0, 0, 0);
+        while offset < input.len() {
+            let mut output = Vec::new();
+            let rest = input.get(offset..).unwrap();
+            let (next, consumed) =
+                run_requests(rest, &mut output, &context, &mut session, &mut scratch);
+            assert!(
+                output.len() <= OUTPUT_LIMIT + reply,
+                "{} bytes of output in one round",
+                output.len()
+            );
+            assert!(consumed > 0, "a round makes progress");
+            if offset + consumed < input.len() {
+                assert_eq!(next, Next::Flush, "stopped early, the caller runs the rest");
+            }
+            assert_eq!(output.len() % reply, 0, "whole replies only");
+            replies += output.len() / reply;
+            offset += consumed;
+            rounds += 1;
+        }
+        assert_eq!(replies, gets);
+        assert!(rounds >= 2, "{gets} replies of 1 MiB in one round");
+    }
+
+    #[test]
+    fn a_buffer_far_larger_than_its_use_shrinks() {
+        let mut buffer: Vec<u8> = Vec::with_capacity(64 << 20);
+        buffer.extend_from_slice(b"rest");
+        shrink_buffer(&mut buffer, 1 << 20);
+        assert!(buffer.capacity() >= 1 << 20 && buffer.capacity() < 4 << 20);
+        assert_eq!(buffer, b"rest");
+        shrink_buffer(&mut buffer, 0);
+        assert!(buffer.capacity() >= BUFFER_KEEP && buffer.capacity() < 4 * BUFFER_KEEP);
+        let capacity = buffer.capacity();
+        shrink_buffer(&mut buffer, 2 * BUFFER_KEEP);
+        assert_eq!(
+            buffer.capacity(),
+            capacity,
+            "a buffer in use keeps its capacity"
         );
     }
 }

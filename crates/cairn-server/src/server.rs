@@ -11,17 +11,20 @@
 //! Invariants:
 //! 1. Replies go out in request order: a connection parses and runs every complete request in
 //!    its buffer (`pipeline`), appending replies to one output buffer, and writes that buffer
-//!    with one write before it reads again (pipelining without reordering).
+//!    with one write before it reads again (pipelining without reordering); when the output
+//!    passes `pipeline::OUTPUT_LIMIT` it is written at once, and the rest of the buffer run
+//!    before the connection reads again.
 //! 2. A protocol error is answered with Redis's text and the connection closed; bytes after
 //!    it are never run.
 //! 3. A connection never buffers more than `client-query-buffer-limit` bytes of unfinished
-//!    requests, and a single bulk larger than `proto-max-bulk-len` is refused from its header.
+//!    requests, and a single bulk larger than `proto-max-bulk-len` is refused from its header;
+//!    its buffers' capacity returns to a few times what a round uses (`shrink_buffer`).
 //! 4. Shutdown (SIGTERM, SIGINT or SHUTDOWN) stops accepting, lets every connection finish
 //!    the requests it already read, then closes the store before `run` returns.
 
 use crate::context::{Context, Session};
 use crate::expiry;
-use crate::pipeline::{run_requests, Next, Scratch};
+use crate::pipeline::{run_requests, shrink_buffer, Next, Scratch};
 use crate::store::{DbStore, MemStoreStore, SharedStore};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -214,14 +217,25 @@ async fn serve_client(
     loop {
         let (next, consumed) = run_requests(&input, &mut output, context, session, &mut scratch);
         input.drain(..consumed);
+        let written = output.len();
         if !output.is_empty() {
             if stream.write_all(&output).await.is_err() {
                 return;
             }
             output.clear();
         }
+        shrink_buffer(&mut output, written);
+        shrink_buffer(&mut input, consumed);
+        match next {
+            Next::Close => return,
+            // Whole requests may remain in `input`: run them before reading (a read could
+            // wait forever for a client that sent everything already). Also while shutting
+            // down: they were read (invariant 4).
+            Next::Flush => continue,
+            Next::Read => {}
+        }
         // `shutting_down` is set before the stop signal is sent.
-        if matches!(next, Next::Close) || context.shutting_down.load(Ordering::Acquire) {
+        if context.shutting_down.load(Ordering::Acquire) {
             return;
         }
         if input.len() > context.config.query_buffer_limit.load(Ordering::Relaxed) {

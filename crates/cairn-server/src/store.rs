@@ -24,8 +24,12 @@
 //!    carries it again (`layout::join_expiry`): callers see the same envelopes from every
 //!    store. Values returned by `scan` lack it (the engine's iterators do not expose expiry);
 //!    they are never expired, since the engine hides expired entries.
+//! 5. `scan_keys` returns the pairs `scan` would, each value cut to its first
+//!    `ENVELOPE_HEADER_MAX` bytes (copied alone: a pair never holds a whole value's
+//!    allocation). `DbStore` and `ModelStore` copy nothing more; `MemStoreStore` reads each
+//!    value whole inside the engine (a `MemStore` has no partial read), one at a time.
 
-use crate::layout::{self, META};
+use crate::layout::{self, ENVELOPE_HEADER_MAX, META};
 use cairn::{Db, MemStore, Update, WriteBatch, WriteOptions};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,6 +73,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         limit: usize,
         reverse: bool,
     ) -> cairn::Result<Pairs>;
+    /// Like `scan`, but each value cut to its first `ENVELOPE_HEADER_MAX` bytes (a record's
+    /// type and expiry; invariant 5): for walks that list keys, which must not load values.
+    fn scan_keys(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs>;
     /// `name:value` lines for INFO's engine section.
     fn info(&self) -> Vec<(String, String)>;
     /// `db` or `memstore` (or `model`).
@@ -101,6 +114,11 @@ impl DbStore {
     fn options(&self) -> WriteOptions {
         WriteOptions::with_sync(self.sync)
     }
+}
+
+/// The first `ENVELOPE_HEADER_MAX` bytes of `value` (invariant 5).
+fn header(value: &[u8]) -> Vec<u8> {
+    value.get(..ENVELOPE_HEADER_MAX).unwrap_or(value).to_vec()
 }
 
 /// The engine's expiry of a string record's envelope, if it has one (invariant 4); `None`
@@ -196,6 +214,29 @@ impl Store for DbStore {
         } else {
             iterator.take(limit).collect()
         }
+    }
+
+    fn scan_keys(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        let mut iterator = self.db.range::<[u8], _>((lower, upper))?;
+        let mut pairs = Vec::new();
+        while pairs.len() < limit {
+            // Borrowed pairs: only the key and the header are copied.
+            let next = if reverse {
+                iterator.next_back_ref()
+            } else {
+                iterator.next_ref()
+            };
+            let Some(pair) = next else { break };
+            let (key, value) = pair?;
+            pairs.push((key.to_vec(), header(value)));
+        }
+        Ok(pairs)
     }
 
     fn info(&self) -> Vec<(String, String)> {
@@ -378,28 +419,17 @@ impl Store for MemStoreStore {
         limit: usize,
         reverse: bool,
     ) -> cairn::Result<Pairs> {
-        let mut pairs = Vec::new();
-        // Keys are collected in chunks so the index lock is not held across engine reads.
-        let mut cursor: Bound<Vec<u8>> = if reverse {
-            upper.map(<[u8]>::to_vec)
-        } else {
-            lower.map(<[u8]>::to_vec)
-        };
-        while pairs.len() < limit {
-            let chunk = self.index_chunk(&cursor, lower, upper, reverse, 256);
-            let Some(last) = chunk.last() else { break };
-            cursor = Bound::Excluded(last.clone());
-            for key in chunk {
-                if pairs.len() >= limit {
-                    break;
-                }
-                // A key deleted since the index was read is skipped.
-                if let Some(value) = self.store.get(&key)? {
-                    pairs.push((key, value));
-                }
-            }
-        }
-        Ok(pairs)
+        self.scan_with((lower, upper), limit, reverse, &mut |value| value)
+    }
+
+    fn scan_keys(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        self.scan_with((lower, upper), limit, reverse, &mut |value| header(&value))
     }
 
     fn info(&self) -> Vec<(String, String)> {
@@ -427,6 +457,38 @@ impl Store for MemStoreStore {
 }
 
 impl MemStoreStore {
+    /// `scan` with each value passed through `keep` (whole, or cut to its header).
+    fn scan_with(
+        &self,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        limit: usize,
+        reverse: bool,
+        keep: &mut dyn FnMut(Vec<u8>) -> Vec<u8>,
+    ) -> cairn::Result<Pairs> {
+        let mut pairs = Vec::new();
+        // Keys are collected in chunks so the index lock is not held across engine reads.
+        let mut cursor: Bound<Vec<u8>> = if reverse {
+            upper.map(<[u8]>::to_vec)
+        } else {
+            lower.map(<[u8]>::to_vec)
+        };
+        while pairs.len() < limit {
+            let chunk = self.index_chunk(&cursor, lower, upper, reverse, 256);
+            let Some(last) = chunk.last() else { break };
+            cursor = Bound::Excluded(last.clone());
+            for key in chunk {
+                if pairs.len() >= limit {
+                    break;
+                }
+                // A key deleted since the index was read is skipped.
+                if let Some(value) = self.store.get(&key)? {
+                    pairs.push((key, keep(value)));
+                }
+            }
+        }
+        Ok(pairs)
+    }
+
     /// Up to `count` index keys after `cursor` (in scan direction) within the bounds.
     fn index_chunk(
         &self,
@@ -521,6 +583,26 @@ impl Store for ModelStore {
         })
     }
 
+    fn scan_keys(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        let map = lock(&self.map);
+        if !bounds_ordered(lower, upper) {
+            return Ok(Vec::new());
+        }
+        let range = map.range::<[u8], _>((lower, upper));
+        let cut = |(key, value): (&Vec<u8>, &Vec<u8>)| (key.clone(), header(value));
+        Ok(if reverse {
+            range.rev().take(limit).map(cut).collect()
+        } else {
+            range.take(limit).map(cut).collect()
+        })
+    }
+
     fn info(&self) -> Vec<(String, String)> {
         vec![("keys".to_string(), lock(&self.map).len().to_string())]
     }
@@ -578,6 +660,27 @@ mod tests {
         ] {
             store.put(&key, &envelope).unwrap();
             assert_eq!(store.get(&key).unwrap(), Some(envelope));
+        }
+        // `scan_keys`: the pairs of `scan`, values cut to their header (invariant 5).
+        let long = Op::Put(b"l".to_vec(), b"0123456789abcdef".to_vec());
+        store.write(vec![long]).unwrap();
+        for reverse in [false, true] {
+            let whole = store
+                .scan(Bound::Unbounded, Bound::Excluded(b"m"), 10, reverse)
+                .unwrap();
+            let headers = store
+                .scan_keys(Bound::Unbounded, Bound::Excluded(b"m"), 10, reverse)
+                .unwrap();
+            let cut: Pairs = whole
+                .into_iter()
+                .map(|(key, value)| (key, value[..value.len().min(9)].to_vec()))
+                .collect();
+            assert_eq!(headers, cut);
+            assert!(headers.contains(&(b"l".to_vec(), b"012345678".to_vec())));
+            let one = store
+                .scan_keys(Bound::Unbounded, Bound::Unbounded, 1, reverse)
+                .unwrap();
+            assert_eq!(one.len(), 1);
         }
     }
 

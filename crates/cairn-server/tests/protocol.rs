@@ -180,3 +180,31 @@ fn a_pipelined_run_of_sets_replies_per_command_and_later_commands_see_it() {
     assert_eq!(String::from_utf8_lossy(&got), expected);
     server.assert_alive();
 }
+
+/// Replies of one read buffer past the server's output limit (64 MiB): the server writes a
+/// round of them, then runs the requests it already holds without waiting for more input.
+#[test]
+fn a_pipeline_whose_replies_pass_the_output_limit_is_answered_whole() {
+    use std::io::Read;
+    let server = Server::start("large-replies");
+    let mut raw = server.raw();
+    let value = vec![b'v'; 1 << 20];
+    let mut set = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", value.len()).into_bytes();
+    set.extend_from_slice(&value);
+    set.extend_from_slice(b"\r\n");
+    raw.send(&set);
+    assert_eq!(raw.read_reply(), b"+OK\r\n");
+    let mut reply = format!("${}\r\n", value.len()).into_bytes();
+    reply.extend_from_slice(&value);
+    reply.extend_from_slice(b"\r\n");
+    let gets = 80;
+    raw.send(&b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".repeat(gets));
+    raw.stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut replies = vec![0; gets * reply.len()];
+    raw.stream.read_exact(&mut replies).unwrap();
+    assert!(replies.chunks(reply.len()).all(|one| one == reply));
+    raw.send(b"PING\r\n");
+    assert_eq!(raw.read_reply(), b"+PONG\r\n");
+}

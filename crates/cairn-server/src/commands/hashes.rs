@@ -22,7 +22,6 @@ use crate::context::{Context, Session};
 use crate::layout::{self, Kind, Record};
 use crate::resp::Reply;
 use crate::store::{Op, Pairs};
-use cairn::Update;
 use std::ops::Bound;
 
 /// The hash commands.
@@ -70,7 +69,13 @@ fn check_field_count(context: &Context, key: &[u8]) {
     if recorded > CHECKED_FIELDS_MAX {
         return;
     }
-    let stored = all_fields(context, key).map_or(0, |fields| fields.len() as u64);
+    let prefix = layout::field_prefix(key);
+    let end = layout::prefix_end(&prefix);
+    let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let stored = context
+        .store
+        .scan_keys(Bound::Included(&prefix), upper, usize::MAX, false)
+        .map_or(0, |fields| fields.len() as u64);
     assert_eq!(
         recorded, stored,
         "invariant 1: the field count of {key:?} matches its fields"
@@ -242,33 +247,31 @@ fn hincrby(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     // Before the field or the record is written (context invariant 3).
     context.mark_hash(key);
     let record = load_hash(context, key, true)?;
-    let mut outcome: Result<(i64, bool), Failure> = Err(Failure::err("not run"));
-    context
-        .store
-        .update(&layout::field_key(key, field), &mut |current| {
-            outcome = match current {
-                None => Ok((0, true)),
-                Some(bytes) => parse_i64(bytes)
-                    .map(|value| (value, false))
-                    .map_err(|_| Failure::err("hash value is not an integer")),
-            }
-            .and_then(|(value, created)| {
-                value
-                    .checked_add(delta)
-                    .map(|sum| (sum, created))
-                    .ok_or_else(|| Failure::err("increment or decrement would overflow"))
-            });
-            match &outcome {
-                Ok((sum, _)) => Update::Put(sum.to_string().into_bytes()),
-                Err(_) => Update::Keep,
-            }
-        })?;
-    let (sum, created) = outcome?;
-    if created {
+    // The key's lock keeps every other writer of the hash out, so a plain read and one batch
+    // are as atomic as a read-modify-write, and a new field goes with its count (invariant 1).
+    let current = field_value(context, key, field)?;
+    let value = match &current {
+        None => 0,
+        Some(bytes) => {
+            parse_i64(bytes).map_err(|_| Failure::err("hash value is not an integer"))?
+        }
+    };
+    let sum = value
+        .checked_add(delta)
+        .ok_or_else(|| Failure::err("increment or decrement would overflow"))?;
+    let mut ops = vec![Op::Put(
+        layout::field_key(key, field),
+        sum.to_string().into_bytes(),
+    )];
+    if current.is_none() {
         let count = record.as_ref().map_or(0, Record::field_count) + 1;
         let expires_at = record.and_then(|record| record.expires_at);
-        super::put_record(context, key, &Record::hash(count, expires_at))?;
+        ops.push(Op::Put(
+            layout::meta_key(key),
+            Record::hash(count, expires_at).encode(),
+        ));
     }
+    context.store.write(ops)?;
     #[cfg(feature = "invariants")]
     check_field_count(context, key);
     Ok(Reply::Integer(sum))
@@ -284,7 +287,7 @@ fn hscan(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
         ]));
     }
     let prefix = layout::field_prefix(key);
-    let (next, pairs) = page(context, arg(args, 2), &prefix, options.count)?;
+    let (next, pairs) = page(context, arg(args, 2), &prefix, options.count, true)?;
     let mut items = Vec::new();
     for (engine_key, value) in pairs {
         let field = engine_key.get(prefix.len()..).unwrap_or_default().to_vec();

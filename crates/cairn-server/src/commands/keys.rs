@@ -2,16 +2,23 @@
 //! and the cursor paging and glob matching SCAN and HSCAN share.
 //!
 //! Thread-safety contract: as every handler (see `commands`). DEL and RENAME hold the locks
-//! of all their keys and write one batch (atomic on the `db` engine). FLUSHDB takes no locks:
-//! it deletes what it scans in batches, so writes racing it may survive it. SCAN, KEYS,
+//! of all their keys and write one batch (atomic on the `db` engine). FLUSHDB deletes the
+//! keyspace chunk by chunk, holding the locks of each chunk's keys while it deletes them, so
+//! a write racing it may survive it (written after its chunk) but never in part. SCAN, KEYS,
 //! DBSIZE and RANGE read without locks, each engine scan chunk at its own moment.
 //!
 //! Invariants:
 //! 1. SCAN's cursor is a number naming the last engine key returned (kept in the context's
 //!    cursor table); 0 starts and ends an iteration. Keys are visited in byte order, so a key
 //!    present for a whole iteration is returned exactly once, as Redis promises (and never
-//!    twice, which Redis does not promise).
+//!    twice, which Redis does not promise). A cursor the table no longer holds (it keeps the
+//!    latest 16,384, within 16 MiB of positions) gets `-ERR invalid cursor`, never a reply
+//!    that would end the iteration early.
 //! 2. Expired records are never listed or counted.
+//! 3. FLUSHDB deletes a key only under its lock and with everything it owns (`delete_ops`;
+//!    a key whose hash mark is clear owns nothing and goes unread, context invariant 3), and
+//!    a hash's field only under its hash's lock: it never leaves a field without its hash's
+//!    record, nor a key the memstore's key index misses (store invariant 1).
 
 use super::{arg, delete_ops, is, load, load_locked, parse_i64, Args, Failure, Outcome, Spec};
 use crate::context::{Context, Session};
@@ -155,39 +162,42 @@ impl ScanOptions {
     }
 }
 
-/// One page of up to `count` engine pairs under `prefix`, after the position `cursor` names;
-/// returns the next cursor (0: done) and the pairs.
+/// One page of up to `count` engine pairs under `prefix`, after the position `cursor` names
+/// (with whole values if `values`, else only their headers: `Store::scan_keys`); returns the
+/// next cursor (0: done) and the pairs.
 pub fn page(
     context: &Context,
     cursor: &[u8],
     prefix: &[u8],
     count: usize,
+    values: bool,
 ) -> Result<(u64, Pairs), Failure> {
     let cursor = std::str::from_utf8(cursor)
         .ok()
         .and_then(|text| text.parse::<u64>().ok())
         .ok_or_else(|| Failure::err("invalid cursor"))?;
+    // A cursor the table forgot (or never handed out), or one of another iteration (an
+    // HSCAN cursor given to SCAN), is refused: taken as the end, it would make a partial
+    // iteration look complete (invariant 1).
     let position = match cursor {
         0 => None,
-        id => match context.cursor(id) {
-            Some(position) => Some(position),
-            // A forgotten cursor ends the iteration rather than restarting it.
-            None => return Ok((0, Vec::new())),
-        },
+        id => Some(
+            context
+                .cursor(id)
+                .filter(|position| position.starts_with(prefix))
+                .ok_or_else(|| Failure::err("invalid cursor"))?,
+        ),
     };
-    if position
-        .as_deref()
-        .is_some_and(|position| !position.starts_with(prefix))
-    {
-        // A cursor of another iteration (an HSCAN cursor given to SCAN): nothing to resume.
-        return Ok((0, Vec::new()));
-    }
     let lower = position
         .as_deref()
         .map_or(Bound::Included(prefix), Bound::Excluded);
     let end = layout::prefix_end(prefix);
     let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-    let pairs = context.store.scan(lower, upper, count, false)?;
+    let pairs = if values {
+        context.store.scan(lower, upper, count, false)?
+    } else {
+        context.store.scan_keys(lower, upper, count, false)?
+    };
     let next = match pairs.last() {
         Some((last, _)) if pairs.len() >= count => context.save_cursor(last.clone()),
         _ => 0,
@@ -203,7 +213,7 @@ fn live(pair: (Vec<u8>, Vec<u8>), now: u64) -> Option<(Vec<u8>, Record)> {
 
 fn scan(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let options = ScanOptions::parse(args, 2)?;
-    let (next, pairs) = page(context, arg(args, 1), &[META], options.count)?;
+    let (next, pairs) = page(context, arg(args, 1), &[META], options.count, false)?;
     let now = now_ms();
     let keys = pairs
         .into_iter()
@@ -224,24 +234,40 @@ fn scan(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     ]))
 }
 
+/// What `walk` reads of each record.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// Its type and expiry only (`Store::scan_keys`): no value is loaded.
+    Headers,
+    /// Whole values, at most this many per chunk (a RANGE's LIMIT: no more are loaded).
+    Values(usize),
+}
+
 /// Calls `visit` on every live record from `start` (an engine key) to the end of the record
 /// range, in chunks, until it returns false.
 fn walk(
     context: &Context,
-    start: Bound<&[u8]>,
-    upper: Bound<&[u8]>,
+    (start, upper): (Bound<&[u8]>, Bound<&[u8]>),
     reverse: bool,
+    read: Read,
     visit: &mut dyn FnMut(Vec<u8>, Record) -> bool,
 ) -> Result<(), Failure> {
     let mut position: Bound<Vec<u8>> = if reverse { upper } else { start }.map(<[u8]>::to_vec);
+    let chunk = match read {
+        Read::Headers => CHUNK,
+        Read::Values(most) => most.clamp(1, CHUNK),
+    };
     loop {
         let (lower, upper_now) = if reverse {
             (start, position.as_ref().map(Vec::as_slice))
         } else {
             (position.as_ref().map(Vec::as_slice), upper)
         };
-        let pairs = context.store.scan(lower, upper_now, CHUNK, reverse)?;
-        let done = pairs.len() < CHUNK;
+        let pairs = match read {
+            Read::Headers => context.store.scan_keys(lower, upper_now, chunk, reverse)?,
+            Read::Values(_) => context.store.scan(lower, upper_now, chunk, reverse)?,
+        };
+        let done = pairs.len() < chunk;
         let Some((last, _)) = pairs.last() else {
             return Ok(());
         };
@@ -266,9 +292,9 @@ fn keys(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     let mut found = Vec::new();
     walk(
         context,
-        Bound::Included(RECORDS_START),
-        Bound::Excluded(RECORDS_END),
+        (Bound::Included(RECORDS_START), Bound::Excluded(RECORDS_END)),
         false,
+        Read::Headers,
         &mut |key, _| {
             if glob_match(pattern, &key) {
                 found.push(key);
@@ -283,9 +309,9 @@ fn dbsize(context: &Context, _: &mut Session, _: &Args<'_>) -> Outcome {
     let mut count = 0;
     walk(
         context,
-        Bound::Included(RECORDS_START),
-        Bound::Excluded(RECORDS_END),
+        (Bound::Included(RECORDS_START), Bound::Excluded(RECORDS_END)),
         false,
+        Read::Headers,
         &mut |_, _| {
             count += 1;
             true
@@ -300,21 +326,66 @@ fn flush(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
         Some(mode) if is(mode, "ASYNC") || is(mode, "SYNC") => {}
         Some(_) => return Err(Failure::syntax()),
     }
-    // Each chunk resumes after the last key deleted, so no scan re-walks earlier tombstones.
+    // Each chunk resumes after the last key scanned, so no scan re-walks earlier tombstones.
     let mut position: Option<Vec<u8>> = None;
     loop {
         let lower = position
             .as_deref()
             .map_or(Bound::Unbounded, Bound::Excluded);
-        let pairs = context.store.scan(lower, Bound::Unbounded, CHUNK, false)?;
+        let pairs = context
+            .store
+            .scan_keys(lower, Bound::Unbounded, CHUNK, false)?;
         let Some((last, _)) = pairs.last() else {
             return Ok(Reply::ok());
         };
         position = Some(last.clone());
-        context
-            .store
-            .write(pairs.into_iter().map(|(key, _)| Op::Delete(key)).collect())?;
+        flush_chunk(context, pairs.into_iter().map(|(key, _)| key).collect())?;
     }
+}
+
+/// Operations FLUSHDB gathers before writing them (one key's delete adds at most
+/// `DELETE_FIELDS_MAX + 1`), far inside the engine's batch limits.
+const FLUSH_BATCH: usize = 4 * super::DELETE_FIELDS_MAX;
+
+/// The user key an engine key belongs to: a record's key, or a field's hash.
+fn owner(engine_key: &[u8]) -> Option<&[u8]> {
+    match engine_key.first() {
+        Some(&META) => engine_key.get(1..),
+        _ => layout::hash_of_field_key(engine_key),
+    }
+}
+
+/// Deletes the engine keys `chunk` and everything their user keys own, holding those keys'
+/// locks (invariant 3): a writer racing FLUSHDB leaves its key whole or has it deleted whole.
+fn flush_chunk(context: &Context, chunk: Vec<Vec<u8>>) -> Result<(), Failure> {
+    let owners: std::collections::BTreeSet<&[u8]> =
+        chunk.iter().filter_map(|key| owner(key)).collect();
+    let owners: Vec<&[u8]> = owners.into_iter().collect();
+    let _locks = context.lock_keys(&owners);
+    let mut ops = Vec::new();
+    let mut deleted = std::collections::HashSet::new();
+    for key in owners {
+        if !context.may_hold_hash(key) {
+            // No hash (context invariant 3): its record, if any, goes without being read.
+            ops.push(Op::Delete(layout::meta_key(key)));
+        } else if let Some(record) = load_locked(context, key)? {
+            ops.extend(delete_ops(context, key, &record)?);
+            deleted.insert(key);
+        }
+        if ops.len() >= FLUSH_BATCH {
+            context.store.write(std::mem::take(&mut ops))?;
+        }
+    }
+    // Left: fields of a hash without a record, and keys that are neither records nor fields;
+    // nothing owns them, but their hash's lock is still held, so no HSET is recreating it.
+    let leftovers = chunk.iter().filter(|key| {
+        key.first() != Some(&META) && owner(key).is_none_or(|key| !deleted.contains(key))
+    });
+    ops.extend(leftovers.cloned().map(Op::Delete));
+    if !ops.is_empty() {
+        context.store.write(ops)?;
+    }
+    Ok(())
 }
 
 /// `RANGE start end [LIMIT n] [REV]`: string keys in `[start, end)` (an empty `end`: no upper
@@ -347,9 +418,9 @@ fn range(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {
     if limit > 0 {
         walk(
             context,
-            Bound::Included(&lower),
-            Bound::Excluded(&upper),
+            (Bound::Included(&lower), Bound::Excluded(&upper)),
             reverse,
+            Read::Values(limit),
             &mut |key, record| {
                 if record.kind == Kind::String {
                     items.push(key);

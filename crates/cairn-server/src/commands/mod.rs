@@ -318,7 +318,7 @@ pub fn delete_ops(context: &Context, key: &[u8], record: &Record) -> Result<Vec<
             };
             let mut fields = context
                 .store
-                .scan(from, upper, DELETE_FIELDS_MAX + 1, false)?;
+                .scan_keys(from, upper, DELETE_FIELDS_MAX + 1, false)?;
             if fields.len() <= DELETE_FIELDS_MAX {
                 ops.extend(fields.into_iter().map(|(field, _)| Op::Delete(field)));
                 break;

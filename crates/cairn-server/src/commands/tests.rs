@@ -2,9 +2,12 @@
 
 use super::dispatch;
 use crate::context::{Context, Session};
+use crate::layout;
 use crate::resp::Reply;
-use crate::store::ModelStore;
-use std::sync::Arc;
+use crate::store::{Decide, ModelStore, Op, Pairs, SharedStore, Store};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 struct Harness {
     context: Context,
@@ -13,8 +16,12 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
+        Self::with_store(Arc::new(ModelStore::default()))
+    }
+
+    fn with_store(store: SharedStore) -> Self {
         Harness {
-            context: Context::new(Arc::new(ModelStore::default()), 0),
+            context: Context::new(store, 0),
             session: Session::default(),
         }
     }
@@ -112,8 +119,8 @@ fn expired_keys_are_sampled_away() {
         h.run(&format!("SET k{index} v PX 1"));
     }
     std::thread::sleep(std::time::Duration::from_millis(5));
-    let deleted = crate::expiry::sample_once(&h.context, 12345).unwrap();
-    assert_eq!(deleted, 5);
+    let round = crate::expiry::sample_once(&h.context).unwrap();
+    assert_eq!(round.deleted, 5);
     let raw = h
         .context
         .store
@@ -125,6 +132,69 @@ fn expired_keys_are_sampled_away() {
         )
         .unwrap();
     assert!(raw.is_empty(), "the sampler deleted the records: {raw:?}");
+}
+
+/// Expired records in the keyspace, read raw (a command would delete what it read).
+fn raw_expired_records(h: &Harness) -> usize {
+    let now = crate::expiry::now_ms();
+    h.context
+        .store
+        .scan(
+            std::ops::Bound::Included(&b"m"[..]),
+            std::ops::Bound::Excluded(&b"n"[..]),
+            usize::MAX,
+            false,
+        )
+        .unwrap()
+        .iter()
+        .filter(|(_, value)| {
+            crate::layout::Record::decode(value).is_some_and(|record| record.is_expired(now))
+        })
+        .count()
+}
+
+/// Keys sharing a long prefix (`k:`): a round once started 2 random bytes deep, so every
+/// round sampled the same ~20 lowest keys and expired keys behind them were never deleted.
+#[test]
+fn the_sampler_reaches_expired_keys_behind_a_shared_prefix() {
+    let mut h = Harness::new();
+    for index in 0..20 {
+        h.run(&format!("SET k:a{index:02} v"));
+    }
+    for index in 0..100 {
+        h.run(&format!("SET k:b{index:03} v PX 1"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(raw_expired_records(&h), 100);
+    for _ in 0..20 {
+        crate::expiry::sample_once(&h.context).unwrap();
+    }
+    let left = raw_expired_records(&h);
+    assert_eq!(left, 0, "{left} of 100 expired keys left after 20 rounds");
+    assert_eq!(h.run("DBSIZE"), int(20));
+}
+
+/// A cycle runs rounds while they keep finding expired keys: one round of 20 records every
+/// 100 ms once capped deletion at 200 keys a second, and a memstore filled with expired keys.
+#[test]
+fn a_sampler_cycle_repeats_while_rounds_find_expired_keys() {
+    let mut h = Harness::new();
+    for index in 0..100 {
+        h.run(&format!("SET k:a{index:03} v PX 1"));
+    }
+    for index in 0..20 {
+        h.run(&format!("SET k:b{index:02} v"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let budget = std::time::Duration::from_secs(10);
+    let deleted = crate::expiry::run_cycle(&h.context, budget).unwrap();
+    assert_eq!(
+        deleted, 100,
+        "one cycle deleted {deleted} of 100 expired keys"
+    );
+    assert_eq!(raw_expired_records(&h), 0);
+    // A clean keyspace costs one round: the next cycle reads 20 live records and stops.
+    assert_eq!(crate::expiry::run_cycle(&h.context, budget).unwrap(), 0);
 }
 
 #[test]
@@ -401,10 +471,7 @@ fn hscan_and_typed_scan() {
     );
     assert_eq!(h.run("HSCAN s 0"), error(WRONGTYPE));
     assert_eq!(h.run("SCAN 0 COUNT 0"), error("ERR syntax error"));
-    assert_eq!(
-        h.run("SCAN 77 COUNT 5"),
-        Reply::Array(vec![bulk("0"), Reply::Array(Vec::new())])
-    );
+    assert_eq!(h.run("SCAN 77 COUNT 5"), error("ERR invalid cursor"));
 }
 
 /// A hash of any size can be deleted: one key's delete carries a bounded number of operations
@@ -463,4 +530,284 @@ fn deleting_a_hash_carries_a_bounded_number_of_operations() {
         h.run("HGETALL big"),
         Reply::Array(vec![bulk("f1"), bulk("w")])
     );
+}
+
+/// A hook a [`FaultyStore`] runs before a write.
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// A `ModelStore` that fails a chosen write, or runs a hook before the first write that
+/// deletes something: what a command leaves when the engine fails, or another client runs,
+/// between its steps.
+#[derive(Default)]
+struct FaultyStore {
+    inner: ModelStore,
+    /// Writes (`write`, `put`, `update`) so far.
+    writes: AtomicUsize,
+    /// The write that fails, counting from 1 (0: none).
+    fail_at: AtomicUsize,
+    /// Runs before the first write that deletes something.
+    before_delete: Mutex<Option<Hook>>,
+    /// Bytes of values returned by reads.
+    value_bytes: AtomicUsize,
+}
+
+impl std::fmt::Debug for FaultyStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("FaultyStore")
+            .finish_non_exhaustive()
+    }
+}
+
+impl FaultyStore {
+    /// Fails write `number` from now on (counting from 1).
+    fn fail_write(&self, number: usize) {
+        self.writes.store(0, Ordering::SeqCst);
+        self.fail_at.store(number, Ordering::SeqCst);
+    }
+
+    /// Counts a write; the error if it is the one to fail.
+    fn count_write(&self) -> cairn::Result<()> {
+        let number = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        if number == self.fail_at.load(Ordering::SeqCst) {
+            return Err(cairn::Error::Internal(format!("injected: write {number}")));
+        }
+        Ok(())
+    }
+}
+
+impl Store for FaultyStore {
+    fn get(&self, key: &[u8]) -> cairn::Result<Option<Vec<u8>>> {
+        let value = self.inner.get(key)?;
+        let bytes = value.as_ref().map_or(0, Vec::len);
+        self.value_bytes.fetch_add(bytes, Ordering::SeqCst);
+        Ok(value)
+    }
+
+    fn write(&self, ops: Vec<Op>) -> cairn::Result<()> {
+        self.count_write()?;
+        if ops.iter().any(|op| matches!(op, Op::Delete(_))) {
+            let hook = self.before_delete.lock().unwrap().take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
+        self.inner.write(ops)
+    }
+
+    fn update(&self, key: &[u8], decide: Decide<'_>) -> cairn::Result<()> {
+        self.count_write()?;
+        self.inner.update(key, decide)
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        let pairs = self.inner.scan(lower, upper, limit, reverse)?;
+        let bytes: usize = pairs.iter().map(|(_, value)| value.len()).sum();
+        self.value_bytes.fetch_add(bytes, Ordering::SeqCst);
+        Ok(pairs)
+    }
+
+    fn scan_keys(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> cairn::Result<Pairs> {
+        let pairs = self.inner.scan_keys(lower, upper, limit, reverse)?;
+        let bytes: usize = pairs.iter().map(|(_, value)| value.len()).sum();
+        self.value_bytes.fetch_add(bytes, Ordering::SeqCst);
+        Ok(pairs)
+    }
+
+    fn info(&self) -> Vec<(String, String)> {
+        self.inner.info()
+    }
+
+    fn engine_name(&self) -> &'static str {
+        "faulty"
+    }
+
+    fn close(&self) -> cairn::Result<()> {
+        Ok(())
+    }
+}
+
+/// Field keys stored under hash `key`'s prefix, and the field count its record holds.
+fn stored_and_recorded_fields(context: &Context, key: &[u8]) -> (u64, u64) {
+    let prefix = layout::field_prefix(key);
+    let end = layout::prefix_end(&prefix);
+    let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    let stored = context
+        .store
+        .scan(Bound::Included(&prefix), upper, usize::MAX, false)
+        .unwrap()
+        .len() as u64;
+    let recorded = super::raw_record(context, key)
+        .unwrap()
+        .map_or(0, |record| record.field_count());
+    (stored, recorded)
+}
+
+/// HINCRBY of a new field wrote the field, then the record: an engine failure between the
+/// two left a field the record does not count (hashes invariant 1).
+#[test]
+fn hincrby_writes_the_field_and_its_count_together() {
+    for failing in [1, 2] {
+        let store = Arc::new(FaultyStore::default());
+        let mut h = Harness::with_store(Arc::clone(&store) as SharedStore);
+        assert_eq!(h.run("HSET h a 1"), int(1));
+        store.fail_write(failing);
+        let reply = h.run("HINCRBY h n 5");
+        let (stored, recorded) = stored_and_recorded_fields(&h.context, b"h");
+        assert_eq!(
+            stored, recorded,
+            "write {failing} failing left {stored} fields and a count of {recorded} ({reply:?})"
+        );
+        store.fail_write(0);
+        assert_eq!(h.run("HLEN h"), int(recorded as i64));
+    }
+}
+
+/// FLUSHDB took no locks: an HSET adding a field between its scan and its delete kept the new
+/// field while the delete took the hash's record, an orphan field no command could reach.
+#[test]
+fn flushdb_leaves_no_field_without_its_hash() {
+    let store = Arc::new(FaultyStore::default());
+    let context = Arc::new(Context::new(Arc::clone(&store) as SharedStore, 0));
+    let run = |context: &Context, line: &str| {
+        let words = crate::resp::parser::split_arguments(line.as_bytes()).unwrap();
+        let args: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        dispatch(context, &mut Session::default(), &args)
+    };
+    assert_eq!(run(&context, "HSET H a 1"), int(1));
+    assert_eq!(run(&context, "SET s v"), Reply::ok());
+    // Another client's HSET, as FLUSHDB is about to delete what it scanned. It may have to
+    // wait for FLUSHDB's locks: the hook waits for it a while, then lets FLUSHDB go on.
+    let (done_sender, done) = std::sync::mpsc::channel();
+    let other = Arc::clone(&context);
+    let writer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>> = Arc::default();
+    let handle = Arc::clone(&writer);
+    *store.before_delete.lock().unwrap() = Some(Box::new(move || {
+        let thread = std::thread::spawn(move || {
+            let reply = run(&other, "HSET H b 2");
+            // The hook may have stopped waiting (FLUSHDB held H's lock): nobody listens.
+            let _ = done_sender.send(reply);
+        });
+        *handle.lock().unwrap() = Some(thread);
+        let _ = done.recv_timeout(std::time::Duration::from_millis(300));
+    }));
+    assert_eq!(run(&context, "FLUSHDB"), Reply::ok());
+    let thread = writer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("FLUSHDB deleted something");
+    thread.join().unwrap();
+    let (stored, recorded) = stored_and_recorded_fields(&context, b"H");
+    assert_eq!(
+        stored, recorded,
+        "{stored} field keys stored, the record counts {recorded}"
+    );
+    assert_eq!(run(&context, "HLEN H"), int(stored as i64));
+    assert_eq!(run(&context, "EXISTS s"), int(0));
+    // A field without its record (no command writes one) and a key of no known kind go too.
+    let orphan = Op::Put(layout::field_key(b"gone", b"f"), b"v".to_vec());
+    let foreign = Op::Put(b"zz".to_vec(), b"v".to_vec());
+    store.write(vec![orphan, foreign]).unwrap();
+    assert_eq!(run(&context, "FLUSHALL"), Reply::ok());
+    let left = store
+        .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)
+        .unwrap();
+    assert!(left.is_empty(), "left after FLUSHALL: {left:?}");
+}
+
+/// A cursor the table forgot once ended the iteration (`0` and an empty page), so a slow
+/// client took a partial iteration for a complete one; it is now refused.
+#[test]
+fn a_forgotten_cursor_is_refused_not_taken_as_the_end() {
+    let mut h = Harness::new();
+    for key in ["a", "b", "c"] {
+        h.run(&format!("SET {key} v"));
+    }
+    let Reply::Array(parts) = h.run("SCAN 0 COUNT 1") else {
+        panic!("SCAN replies an array")
+    };
+    let [Reply::Bulk(cursor), _] = parts.as_slice() else {
+        panic!("{parts:?}")
+    };
+    let cursor = String::from_utf8(cursor.clone()).unwrap();
+    assert_ne!(cursor, "0");
+    for _ in 0..16 * 1024 {
+        h.context.save_cursor(b"mz".to_vec());
+    }
+    assert_eq!(
+        h.run(&format!("SCAN {cursor} COUNT 1")),
+        error("ERR invalid cursor")
+    );
+    assert_eq!(h.run("HSET h f v"), int(1));
+    assert_eq!(h.run("HSCAN h 12345"), error("ERR invalid cursor"));
+}
+
+/// The cursor table is bounded by the bytes of its positions too: 16,384 cursors of 64 KiB
+/// keys held a gigabyte.
+#[test]
+fn the_cursor_table_is_bounded_in_bytes() {
+    let h = Harness::new();
+    let first = h.context.save_cursor(vec![b'm'; 64 * 1024]);
+    for _ in 0..1024 {
+        h.context.save_cursor(vec![b'm'; 64 * 1024]);
+    }
+    assert_eq!(
+        h.context.cursor(first).map(|position| position.len()),
+        None,
+        "the oldest of 64 MiB of positions is still remembered"
+    );
+}
+
+/// Listing keys read every key's whole value (DBSIZE over 200 keys of 1 MiB read 200 MiB, in
+/// chunks of 1024 values); only the envelope's header is needed.
+#[test]
+fn listing_keys_reads_no_values() {
+    let store = Arc::new(FaultyStore::default());
+    let mut h = Harness::with_store(Arc::clone(&store) as SharedStore);
+    let keys = 200;
+    let value = "v".repeat(1 << 20);
+    for index in 0..keys {
+        h.run(&format!("SET k{index:03} {value}"));
+    }
+    h.run("SET e v PX 100000");
+    let bound = (keys + 1) * layout::ENVELOPE_HEADER_MAX;
+    let commands = [
+        ("DBSIZE", int(keys as i64 + 1)),
+        (
+            "KEYS k00*",
+            Reply::bulks((0..10).map(|i| format!("k00{i}").into_bytes())),
+        ),
+        (
+            "SCAN 0 COUNT 1000 MATCH k19*",
+            Reply::Array(vec![
+                bulk("0"),
+                Reply::bulks((190..200).map(|i| format!("k{i}").into_bytes())),
+            ]),
+        ),
+        ("FLUSHALL", Reply::ok()),
+    ];
+    let mut over = Vec::new();
+    for (command, expected) in commands {
+        store.value_bytes.store(0, Ordering::SeqCst);
+        assert_eq!(h.run(command), expected, "{command}");
+        let read = store.value_bytes.load(Ordering::SeqCst);
+        if read > bound {
+            over.push(format!("{command} read {read} bytes of values"));
+        }
+    }
+    assert!(over.is_empty(), "over {bound} bytes: {over:?}");
+    assert_eq!(h.run("DBSIZE"), int(0));
 }
