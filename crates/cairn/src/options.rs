@@ -312,7 +312,8 @@ impl Options {
             "block_size_bytes must be between 64 and 64 MiB",
         )?;
         check(
-            (1..=1024).contains(&self.block_restart_interval),
+            (1..=crate::sstable::block::BLOCK_RESTART_INTERVAL_MAX)
+                .contains(&self.block_restart_interval),
             "block_restart_interval must be between 1 and 1024",
         )?;
         check(

@@ -85,12 +85,38 @@ fn parse_float(bytes: &[u8]) -> Result<f64, Failure> {
 /// zeros trimmed): rounded to 15 significant digits, the most a double always carries, so
 /// that 0.1 + 0.2 prints 0.3 as it does there, not 0.30000000000000004.
 fn format_float(value: f64) -> String {
-    let rounded = format!("{value:.14e}").parse::<f64>().unwrap_or(value);
-    if rounded == rounded.trunc() && rounded.abs() < 1e17 {
-        format!("{}", rounded as i64)
+    // Redis adds in long double, so `0.1 + 0.2` prints `0.3` there. An f64
+    // sum carries binary noise in its last bit instead: a fraction is rounded
+    // to 15 significant digits, but only when that moves it by at most one
+    // unit in the last place, so no digit the value really has is lost. An
+    // integer is exact as it is.
+    let shown = if value == value.trunc() {
+        value
     } else {
-        format!("{rounded}")
+        let rounded = format!("{value:.14e}").parse::<f64>().unwrap_or(value);
+        if ulps_between(value, rounded) <= 1 {
+            rounded
+        } else {
+            value
+        }
+    };
+    if shown == shown.trunc() && shown.abs() < 1e17 {
+        format!("{}", shown as i64)
+    } else {
+        format!("{shown}")
     }
+}
+
+/// Units in the last place between two finite floats of the same sign;
+/// `u64::MAX` when the signs differ (other than at zero).
+fn ulps_between(a: f64, b: f64) -> u64 {
+    if a == b {
+        return 0;
+    }
+    if a.is_sign_negative() != b.is_sign_negative() {
+        return u64::MAX;
+    }
+    a.to_bits().abs_diff(b.to_bits())
 }
 
 fn incrbyfloat(context: &Context, _: &mut Session, args: &Args<'_>) -> Outcome {

@@ -244,6 +244,34 @@ fn counters() {
     assert_eq!(h.run("INCRBYFLOAT x -10.6"), bulk("0"));
 }
 
+/// INCRBYFLOAT rounds away binary noise (`0.1 + 0.2` is `0.3`, as in
+/// Redis's long double) but never digits the value really has. A value one
+/// unit in the last place from a 15-digit decimal cannot be told from noise
+/// in an f64, so it is shown rounded.
+#[test]
+fn incrbyfloat_keeps_every_digit_the_value_has() {
+    let mut h = Harness::new();
+    let cases = [
+        ("9007199254740992", "0", "9007199254740992"),
+        ("12345678901234567", "0", "12345678901234568"),
+        ("0.12345678901234567", "0", "0.12345678901234566"),
+        ("1.0000000000000004", "0", "1.0000000000000004"),
+        ("1.0000000000000002", "0", "1"),
+        ("0.1", "0.2", "0.3"),
+        ("10.5", "0.1", "10.6"),
+        ("10.6", "-10.6", "0"),
+        ("0.7", "0.30000000000000004", "1"),
+    ];
+    for (start, delta, want) in cases {
+        h.run(&format!("SET f {start}"));
+        assert_eq!(
+            h.run(&format!("INCRBYFLOAT f {delta}")),
+            bulk(want),
+            "{start} + {delta}"
+        );
+    }
+}
+
 #[test]
 fn multi_key_strings() {
     let mut h = Harness::new();

@@ -172,9 +172,9 @@ impl VersionEdit {
                 tag::FORMAT_VERSION => {
                     edit.format_version = Some(reader.u32().ok_or_else(truncated)?);
                 }
-                tag::LOG_NUMBER => edit.log_number = Some(file_number(&mut reader)?),
+                tag::LOG_NUMBER => edit.log_number = Some(number_bound(&mut reader)?),
                 tag::NEXT_FILE_NUMBER => {
-                    edit.next_file_number = Some(file_number(&mut reader)?);
+                    edit.next_file_number = Some(number_bound(&mut reader)?);
                 }
                 tag::LAST_SEQUENCE => {
                     let sequence = reader.u64().ok_or_else(truncated)?;
@@ -226,8 +226,19 @@ impl VersionEdit {
     }
 }
 
-/// A file number (or run id) field: below `FILE_NUMBER_MAX`, or the edit is refused.
+/// A file number (or run id) field: below `FILE_NUMBER_MAX`, as every name
+/// cairn parses is, or the edit is refused.
 fn file_number(reader: &mut Reader<'_>) -> std::result::Result<u64, String> {
+    let number = number_bound(reader)?;
+    if number == crate::filename::FILE_NUMBER_MAX {
+        return Err(format!("file number {number} past the largest"));
+    }
+    Ok(number)
+}
+
+/// A bound on file numbers (the next one to hand out, the oldest live log):
+/// at most `FILE_NUMBER_MAX`, which the last file number allowed is below.
+fn number_bound(reader: &mut Reader<'_>) -> std::result::Result<u64, String> {
     let number = reader.u64().ok_or_else(|| "edit truncated".to_string())?;
     if number > crate::filename::FILE_NUMBER_MAX {
         return Err(format!("file number {number} past the largest"));

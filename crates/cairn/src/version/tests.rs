@@ -65,8 +65,14 @@ fn an_edit_with_a_last_sequence_past_the_largest_is_refused() {
 #[test]
 fn an_edit_with_a_file_number_past_the_largest_is_refused() {
     let max = crate::filename::FILE_NUMBER_MAX;
-    for (number, accepted) in [(max - 1, true), (max + 1, false), (u64::MAX, false)] {
-        let edits = [
+    // (number, accepted as a file or run, accepted as a bound on numbers)
+    for (number, file, bound) in [
+        (max - 1, true, true),
+        (max, false, true),
+        (max + 1, false, false),
+        (u64::MAX, false, false),
+    ] {
+        let files = [
             VersionEdit {
                 added_files: vec![(1, added(number, b"a", b"m"))],
                 ..VersionEdit::default()
@@ -76,16 +82,26 @@ fn an_edit_with_a_file_number_past_the_largest_is_refused() {
                 ..VersionEdit::default()
             },
             VersionEdit {
-                log_number: Some(number),
-                next_file_number: Some(number),
+                file_runs: vec![(number, 1)],
                 ..VersionEdit::default()
             },
             VersionEdit {
-                file_runs: vec![(number, number)],
+                file_runs: vec![(1, number)],
                 ..VersionEdit::default()
             },
         ];
-        for edit in edits {
+        let bounds = [
+            VersionEdit {
+                log_number: Some(number),
+                ..VersionEdit::default()
+            },
+            VersionEdit {
+                next_file_number: Some(number),
+                ..VersionEdit::default()
+            },
+        ];
+        let cases = files.iter().map(|edit| (edit, file));
+        for (edit, accepted) in cases.chain(bounds.iter().map(|edit| (edit, bound))) {
             assert_eq!(
                 VersionEdit::decode(&edit.encode()).is_ok(),
                 accepted,
