@@ -419,7 +419,7 @@ impl Store for MemStoreStore {
         limit: usize,
         reverse: bool,
     ) -> cairn::Result<Pairs> {
-        self.scan_with((lower, upper), limit, reverse, &mut |value| value)
+        self.scan_with((lower, upper), limit, reverse, usize::MAX)
     }
 
     fn scan_keys(
@@ -429,7 +429,7 @@ impl Store for MemStoreStore {
         limit: usize,
         reverse: bool,
     ) -> cairn::Result<Pairs> {
-        self.scan_with((lower, upper), limit, reverse, &mut |value| header(&value))
+        self.scan_with((lower, upper), limit, reverse, ENVELOPE_HEADER_MAX)
     }
 
     fn info(&self) -> Vec<(String, String)> {
@@ -457,13 +457,13 @@ impl Store for MemStoreStore {
 }
 
 impl MemStoreStore {
-    /// `scan` with each value passed through `keep` (whole, or cut to its header).
+    /// `scan` with each value cut to its first `value_bytes_max` bytes (the rest unread).
     fn scan_with(
         &self,
         (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
         limit: usize,
         reverse: bool,
-        keep: &mut dyn FnMut(Vec<u8>) -> Vec<u8>,
+        value_bytes_max: usize,
     ) -> cairn::Result<Pairs> {
         let mut pairs = Vec::new();
         // Keys are collected in chunks so the index lock is not held across engine reads.
@@ -481,8 +481,8 @@ impl MemStoreStore {
                     break;
                 }
                 // A key deleted since the index was read is skipped.
-                if let Some(value) = self.store.get(&key)? {
-                    pairs.push((key, keep(value)));
+                if let Some(value) = self.store.get_head(&key, value_bytes_max)? {
+                    pairs.push((key, value));
                 }
             }
         }

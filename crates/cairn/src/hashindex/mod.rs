@@ -166,7 +166,7 @@ impl<F: FnMut(u64) -> u64> KeyHasher for F {
 struct Partition {
     table: AtomicPtr<Table>,
     /// Held while resizing; holds tables retired by resizes until the epoch passes them.
-    retired: Mutex<Vec<(u64, Box<Table>)>>,
+    retired: Mutex<Vec<(u64, resize::RetiredTable)>>,
     /// Entries in the current table (invariant 6: steers resizing only).
     entries: CountAtomic,
 }
@@ -379,7 +379,7 @@ impl HashIndex {
                 partition.retired.lock().ok().map(|retired| {
                     retired
                         .iter()
-                        .map(|(_, table)| table.len * std::mem::size_of::<Bucket>())
+                        .map(|(_, table)| table.bucket_bytes())
                         .sum::<usize>()
                 })
             })

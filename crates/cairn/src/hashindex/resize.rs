@@ -11,6 +11,8 @@
 //! 2. The old table's buckets stay locked forever and `replaced` is set after the new table is
 //!    published (hash-index invariant 5).
 //! 3. A retired table is freed only once the epoch passed the stamp it was retired with.
+//!    Until then it is held by raw pointer (`RetiredTable`), never as a `Box`: readers pinned
+//!    before the swap still hold `&Table` into it, and a `Box` asserts it is unaliased.
 
 use super::table::{first_bucket, other_bucket, retry_size, second_bucket, Table};
 use super::{
@@ -20,6 +22,41 @@ use super::{
 use crate::epoch::{EpochGuard, EpochTable};
 use crate::error::{Error, Result};
 use crate::sync::Ordering;
+
+/// A table a resize replaced, freed when this is dropped (invariant 3). It stays a raw
+/// pointer until then because readers pinned before the swap still hold `&Table` into it.
+#[derive(Debug)]
+pub(super) struct RetiredTable {
+    pointer: std::ptr::NonNull<Table>,
+}
+
+impl RetiredTable {
+    /// # Safety
+    /// `pointer` came from `Box::into_raw` (or is null) and nothing else frees it.
+    unsafe fn new(pointer: *mut Table) -> Option<RetiredTable> {
+        std::ptr::NonNull::new(pointer).map(|pointer| RetiredTable { pointer })
+    }
+
+    /// Bytes of bucket memory the table holds.
+    pub(super) fn bucket_bytes(&self) -> usize {
+        // SAFETY: the table lives until `self` is dropped (`new`'s contract), and is only
+        // read through shared references.
+        let table = unsafe { self.pointer.as_ref() };
+        table.len * std::mem::size_of::<super::bucket::Bucket>()
+    }
+}
+
+impl Drop for RetiredTable {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` and only this value frees it; it is
+        // dropped once the epoch passed its stamp or with the index (`&mut`), so no reader
+        // still holds a reference into it.
+        drop(unsafe { Box::from_raw(self.pointer.as_ptr()) });
+    }
+}
+
+// SAFETY: a `RetiredTable` owns its table as a `Box<Table>` would, and `Table` is `Send`.
+unsafe impl Send for RetiredTable {}
 
 /// Zero-filled scratch memory for one resize. Mapped pages outside loom, so the memory goes
 /// back to the operating system after each resize instead of staying in the heap.
@@ -337,7 +374,7 @@ impl HashIndex {
     pub(super) fn resize(
         &self,
         partition: &Partition,
-        retired: &mut Vec<(u64, Box<Table>)>,
+        retired: &mut Vec<(u64, RetiredTable)>,
         guard: &EpochGuard<'_>,
         epochs: &EpochTable,
         target: usize,
@@ -378,9 +415,12 @@ impl HashIndex {
         // locked, so nobody changes them again.
         old.replaced.store(true, Ordering::Release);
         let stamp = epochs.advance();
-        // SAFETY: `old_pointer` came from `Box::into_raw`; it is no longer reachable from the
-        // partition (replaced above), and is freed only after the epoch passes `stamp`.
-        retired.push((stamp, unsafe { Box::from_raw(old_pointer) }));
+        // SAFETY: `old_pointer` came from `Box::into_raw` and is no longer reachable from the
+        // partition (replaced above); the retired list alone frees it, after the epoch passes
+        // `stamp` (invariant 3).
+        if let Some(old) = unsafe { RetiredTable::new(old_pointer) } {
+            retired.push((stamp, old));
+        }
         Self::free_retired(retired, epochs);
         let relaxed = std::sync::atomic::Ordering::Relaxed;
         self.resizes.fetch_add(1, relaxed);
@@ -419,7 +459,7 @@ impl HashIndex {
         }
     }
 
-    pub(super) fn free_retired(retired: &mut Vec<(u64, Box<Table>)>, epochs: &EpochTable) {
+    pub(super) fn free_retired(retired: &mut Vec<(u64, RetiredTable)>, epochs: &EpochTable) {
         if retired.is_empty() {
             return;
         }

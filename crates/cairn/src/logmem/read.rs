@@ -165,13 +165,25 @@ impl LogMemory {
 
     /// Appends the value of the object at `location` to `out`.
     pub fn read_value(&self, location: u64, out: &mut Vec<u8>) -> Option<Header> {
+        self.read_value_head(location, usize::MAX, out)
+    }
+
+    /// Appends at most the first `bytes_max` bytes of the value of the object at `location`
+    /// to `out` (the rest is not read).
+    pub fn read_value_head(
+        &self,
+        location: u64,
+        bytes_max: usize,
+        out: &mut Vec<u8>,
+    ) -> Option<Header> {
         let (segment_index, segment, offset, header) = self.object_at(location)?;
-        out.reserve(header.value_len);
+        let length = header.value_len.min(bytes_max);
+        out.reserve(length);
         self.visit(
             segment_index,
             segment,
             offset + (header.header_len + header.key_len) as u64,
-            header.value_len,
+            length,
             |bytes| {
                 out.extend_from_slice(bytes);
                 true

@@ -369,6 +369,22 @@ impl MemStore {
     /// # Ok::<(), cairn::Error>(())
     /// ```
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_head(key, usize::MAX)
+    }
+
+    /// Returns a copy of at most the first `bytes_max` bytes of the value stored under `key`;
+    /// the rest of the value is not read. For listings that need a short header of each value
+    /// (a type tag, an expiry) without paying for values of any size.
+    ///
+    /// ```
+    /// let store = cairn::MemStore::new(cairn::MemStoreOptions::default())?;
+    /// store.put("k", "header:body")?;
+    /// assert_eq!(store.get_head("k", 6)?.as_deref(), Some(&b"header"[..]));
+    /// assert_eq!(store.get_head("k", 100)?.as_deref(), Some(&b"header:body"[..]));
+    /// assert_eq!(store.get_head("missing", 6)?, None);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn get_head(&self, key: impl AsRef<[u8]>, bytes_max: usize) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         self.inner.check_key(key)?;
         let hash = hash_key(key);
@@ -380,7 +396,7 @@ impl MemStore {
             let mut value = Vec::new();
             self.inner
                 .log
-                .read_value(location, &mut value)
+                .read_value_head(location, bytes_max, &mut value)
                 .map(|_| value)
         }))
     }

@@ -51,6 +51,24 @@ fn put_get_delete_contains_update() {
     assert!(!store.contains(b"counter").unwrap());
 }
 
+/// `get_head` returns the value's first bytes, across the blocks a large value spans.
+#[test]
+fn get_head_returns_the_first_bytes_of_a_value() {
+    let store = MemStore::new(small_options()).unwrap();
+    // 20 KiB spans several 4 KiB blocks.
+    let value: Vec<u8> = (0..20u32 << 10).map(|index| (index % 251) as u8).collect();
+    store.put(b"big", &value).unwrap();
+    for bytes_max in [0, 1, 9, 4096, 5000, 20 << 10, usize::MAX] {
+        let head = store.get_head(b"big", bytes_max).unwrap().unwrap();
+        assert_eq!(head, value[..bytes_max.min(value.len())], "{bytes_max}");
+    }
+    assert_eq!(store.get_head(b"missing", 9).unwrap(), None);
+    assert!(matches!(
+        store.get_head(vec![b'k'; MAX_KEY_BYTES + 1], 9),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
 #[test]
 fn limits_are_checked() {
     let store = MemStore::new(small_options()).unwrap();
