@@ -23,8 +23,31 @@
 use crate::error::{Error, Result};
 use std::ptr::NonNull;
 
-/// Page size assumed throughout (4 KiB; larger pages are multiples of it).
+/// The granularity regions are sized in (4 KiB; larger system pages are multiples of it).
+/// Memory goes back to the system in whole pages of [`system_page_bytes`], which may be
+/// larger (16 or 64 KiB on some ARM64 kernels).
 pub const PAGE_BYTES: usize = 4096;
+
+/// The operating system's page size (at least [`PAGE_BYTES`]). `release` and `populate` act
+/// only on whole pages of it: the kernel rounds an `madvise` length up to whole pages, so a
+/// 4 KiB-granular `MADV_DONTNEED` on a 64 KiB-page kernel would zero up to 60 KiB of live
+/// bytes past the range released.
+pub fn system_page_bytes() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        {
+            // SAFETY: `sysconf` only reads a system constant.
+            let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            if let Ok(size) = usize::try_from(size) {
+                if size.is_power_of_two() && size >= PAGE_BYTES {
+                    return size;
+                }
+            }
+        }
+        PAGE_BYTES
+    })
+}
 
 /// A zero-filled, page-aligned region of memory owned by the store.
 #[derive(Debug)]
@@ -86,12 +109,23 @@ impl Pages {
         advise_huge_pages(self.base, self.len);
     }
 
-    /// The whole pages inside the range, clipped to the region.
+    /// The whole system pages inside the range, clipped to the region.
     fn page_range(&self, offset: usize, len: usize) -> Option<(usize, usize)> {
-        let start = offset.checked_next_multiple_of(PAGE_BYTES)?;
-        let end = offset.checked_add(len)?.min(self.len) / PAGE_BYTES * PAGE_BYTES;
-        (end > start).then(|| (start, end - start))
+        whole_pages(offset, len, self.len, system_page_bytes())
     }
+}
+
+/// `(start, length)` of the whole `page_bytes` pages inside `offset .. offset + len`, clipped
+/// to a region of `region_len` bytes whose base is page aligned; None if there is none.
+fn whole_pages(
+    offset: usize,
+    len: usize,
+    region_len: usize,
+    page_bytes: usize,
+) -> Option<(usize, usize)> {
+    let start = offset.checked_next_multiple_of(page_bytes)?;
+    let end = offset.checked_add(len)?.min(region_len) / page_bytes * page_bytes;
+    (end > start).then(|| (start, end - start))
 }
 
 impl Drop for Pages {
@@ -197,7 +231,7 @@ fn populate(_base: NonNull<u8>, _start: usize, _len: usize) {}
 pub fn process_resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * PAGE_BYTES as u64)
+    Some(pages * system_page_bytes() as u64)
 }
 
 #[cfg(test)]
@@ -206,26 +240,54 @@ mod tests {
 
     #[test]
     fn zeroed_region_is_writable_and_release_keeps_it_mapped() {
-        let pages = Pages::zeroed(3 * PAGE_BYTES + 1).unwrap();
-        assert_eq!(pages.len(), 4 * PAGE_BYTES);
-        // SAFETY: the region is ours, four pages long, and nobody else uses it.
+        let page = system_page_bytes();
+        let pages = Pages::zeroed(3 * page + 1).unwrap();
+        assert_eq!(pages.len(), (3 * page + 1).next_multiple_of(PAGE_BYTES));
+        // SAFETY: the region is ours, at least four system pages long, and nobody else uses it.
         let bytes = unsafe { std::slice::from_raw_parts_mut(pages.as_ptr(), pages.len()) };
         assert!(bytes.iter().all(|&byte| byte == 0));
         bytes.fill(7);
         pages.populate(0, pages.len());
         // Only whole pages inside the range are released: page 1 and 2 here.
-        pages.release(PAGE_BYTES - 1, 2 * PAGE_BYTES + 2);
+        pages.release(page - 1, 2 * page + 2);
         // SAFETY: as above; the release finished before this read.
         let bytes = unsafe { std::slice::from_raw_parts(pages.as_ptr(), pages.len()) };
-        assert_eq!(bytes[PAGE_BYTES - 1], 7);
-        assert_eq!(bytes[3 * PAGE_BYTES], 7);
+        assert_eq!(bytes[page - 1], 7);
+        assert_eq!(bytes[3 * page], 7);
         #[cfg(all(target_os = "linux", not(miri)))]
         {
-            assert_eq!(bytes[PAGE_BYTES], 0);
-            assert_eq!(bytes[3 * PAGE_BYTES - 1], 0);
+            assert_eq!(bytes[page], 0);
+            assert_eq!(bytes[3 * page - 1], 0);
         }
         assert_eq!(pages.page_range(10, 0), None);
         assert_eq!(pages.page_range(usize::MAX - 5, 10), None);
+    }
+
+    /// With pages larger than 4 KiB, a release covers only the whole large pages inside its
+    /// range (the kernel would round a shorter length up and zero live bytes past it).
+    #[test]
+    fn a_release_covers_whole_system_pages_only() {
+        const KIB: usize = 1024;
+        let region = 1 << 20;
+        // A 4 KiB block inside one 64 KiB page: nothing may be released.
+        assert_eq!(whole_pages(64 * KIB, 4 * KIB, region, 64 * KIB), None);
+        assert_eq!(whole_pages(68 * KIB, 8 * KIB, region, 64 * KIB), None);
+        // Only the 64 KiB page wholly inside 4 KiB .. 132 KiB.
+        assert_eq!(
+            whole_pages(4 * KIB, 128 * KIB, region, 64 * KIB),
+            Some((64 * KIB, 64 * KIB))
+        );
+        // 4 KiB pages: as before.
+        assert_eq!(
+            whole_pages(64 * KIB, 4 * KIB, region, 4 * KIB),
+            Some((64 * KIB, 4 * KIB))
+        );
+        // Clipped to the region.
+        assert_eq!(
+            whole_pages(0, 4 * region, region, 64 * KIB),
+            Some((0, region))
+        );
+        assert!(system_page_bytes() >= PAGE_BYTES && system_page_bytes().is_power_of_two());
     }
 
     #[cfg(all(target_os = "linux", not(miri)))]

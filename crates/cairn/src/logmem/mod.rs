@@ -19,7 +19,9 @@
 //! there, which finds the following blocks of an object that straddles a block boundary.
 //!
 //! Free blocks are kept in three groups: *resident* (used before, pages still mapped; reused
-//! newest first), *released* (pages handed back with `madvise(MADV_DONTNEED)`) and *untouched*
+//! newest first), *released* (pages handed back with `madvise(MADV_DONTNEED)`, whole system
+//! pages only: with 16 or 64 KiB pages a block smaller than one is never handed back, since
+//! the kernel would round the length up over live neighbours) and *untouched*
 //! (never used). A resident free block's memory is released once it has stayed unused for
 //! `free_decay` ([`LogMemory::release_idle`], called by the owner's background thread), or at
 //! once when more than `resident_free_bytes` of free blocks are resident; released blocks are
