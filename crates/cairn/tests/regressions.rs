@@ -245,17 +245,14 @@ fn damage_last_manifest_record(fs: &cairn::MemFs) -> (std::path::PathBuf, u64) {
     (manifest, last)
 }
 
-/// Bug: a bit flip in the MANIFEST's last record (a flush edit) was taken for a torn tail
-/// and the edit silently dropped; the flushed WAL was already deleted, so the database opened
-/// with older values and a resurrected deleted key, and no error. Found by the corruption
-/// sweep. Fix: `db::recover_wals` checks that the first replayed WAL record continues the
-/// MANIFEST's last sequence and reports a gap as corruption, naming the MANIFEST's damaged
-/// tail when there is one.
-#[test]
-fn damaged_last_manifest_record_is_reported_not_silently_dropped() {
-    let fs = cairn::MemFs::new();
-    let mut options = Options::default();
-    options.file_system = Arc::new(fs.clone());
+/// Two flushes (the second deletes key 3 and sets key 4 to "new"), then, if `write_after`,
+/// a write to the newest WAL; closed, and the MANIFEST's last record, the second flush's
+/// edit, damaged. Returns the MANIFEST's path and the record's offset.
+fn damaged_flush_edit(
+    fs: &cairn::MemFs,
+    options: &Options,
+    write_after: bool,
+) -> (std::path::PathBuf, u64) {
     let db = Db::open("/db", options.clone()).unwrap();
     for index in 0..50 {
         db.put(&key(index), b"old").unwrap();
@@ -264,21 +261,132 @@ fn damaged_last_manifest_record_is_reported_not_silently_dropped() {
     db.delete(&key(3)).unwrap();
     db.put(&key(4), b"new").unwrap();
     db.flush().unwrap(); // the MANIFEST's last record: this flush; its WAL is deleted
-    db.put(b"in-the-wal", b"1").unwrap();
+    if write_after {
+        db.put(b"in-the-wal", b"1").unwrap();
+    }
     drop(db);
-    let (manifest, last) = damage_last_manifest_record(&fs);
+    damage_last_manifest_record(fs)
+}
+
+fn mem_options(fs: &cairn::MemFs) -> Options {
+    let mut options = Options::default();
+    options.file_system = Arc::new(fs.clone());
+    options
+}
+
+/// Bug: a bit flip in the MANIFEST's last record (a flush edit) was taken for a torn tail
+/// and the edit silently dropped; the flushed WAL was already deleted, so the database opened
+/// with older values and a resurrected deleted key, and no error. Found by the corruption
+/// sweep. First fix: `Replay::check_continues_manifest` (db/open.rs) checks that the first
+/// replayed WAL record continues the MANIFEST's last sequence and reports a gap as
+/// corruption, naming the MANIFEST's damaged tail. Now (s25): the open salvages the flushed
+/// table the lost edit added (`db::salvage`), so it opens with every acknowledged write and
+/// the WAL record after the flush continues the salvaged table's last sequence.
+#[test]
+fn a_damaged_flush_edit_followed_by_wal_records_salvages_the_flushed_table() {
+    let fs = cairn::MemFs::new();
+    let options = mem_options(&fs);
+    damaged_flush_edit(&fs, &options, true);
+    let db = Db::open("/db", options).unwrap();
+    assert_eq!(db.get(&key(3)).unwrap(), None, "key 3 was deleted");
+    assert_eq!(db.get(&key(4)).unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(db.get(b"in-the-wal").unwrap().as_deref(), Some(&b"1"[..]));
+}
+
+/// A damaged flush edit whose table is gone too (no candidate to salvage) is still reported
+/// at the MANIFEST's ignored tail when a WAL record shows the gap (`check_continues_manifest`).
+#[test]
+fn a_damaged_flush_edit_whose_table_is_gone_is_reported() {
+    let fs = cairn::MemFs::new();
+    let options = mem_options(&fs);
+    let (manifest, last) = damaged_flush_edit(&fs, &options, true);
+    fs.remove(&newest_table(&fs)).unwrap();
     match Db::open("/db", options) {
-        Err(Error::Corruption { file, offset, .. }) => {
-            assert_eq!(file, manifest);
-            assert_eq!(offset, last);
+        Err(Error::Corruption {
+            file,
+            offset,
+            reason,
+        }) => {
+            assert_eq!((file, offset), (manifest, last), "{reason}");
+            assert!(reason.contains("the WALs continue at sequence"), "{reason}");
         }
-        Ok(db) => panic!(
-            "opened with key 3 = {:?}, key 4 = {:?}",
-            db.get(&key(3)).unwrap(),
-            db.get(&key(4)).unwrap()
-        ),
+        Ok(db) => panic!("opened; key 3 reads {:?}", db.get(&key(3))),
         Err(error) => panic!("unexpected error {error}"),
     }
+}
+
+/// Two orphan tables that each hold only writes past the MANIFEST's last sequence: the open
+/// cannot tell which one the lost edit added, and reports the damaged tail, deleting neither.
+#[test]
+fn a_damaged_flush_edit_with_two_salvage_candidates_is_reported() {
+    let fs = cairn::MemFs::new();
+    let options = mem_options(&fs);
+    let (manifest, last) = damaged_flush_edit(&fs, &options, false);
+    let table = newest_table(&fs);
+    let copy = Path::new("/db").join("999999.sst");
+    fs.set_file_contents(&copy, fs.file_contents(&table).unwrap());
+    match Db::open("/db", options) {
+        Err(Error::Corruption {
+            file,
+            offset,
+            reason,
+        }) => {
+            assert_eq!((file, offset), (manifest, last), "{reason}");
+            assert!(reason.contains("999999"), "{reason}");
+        }
+        Ok(db) => panic!("opened; key 3 reads {:?}", db.get(&key(3))),
+        Err(error) => panic!("unexpected error {error}"),
+    }
+    assert!(fs.file_contents(&table).is_some() && fs.file_contents(&copy).is_some());
+}
+
+/// The table file with the largest number in `/db`.
+fn newest_table(fs: &cairn::MemFs) -> std::path::PathBuf {
+    let name = fs
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .filter(|name| name.ends_with(".sst"))
+        .max()
+        .unwrap();
+    Path::new("/db").join(name)
+}
+
+/// Bug (review): a bit flip in the MANIFEST's last record, a flush edit, with no write after
+/// the flush: the newest WAL is empty, so no replayed record showed that the edit was
+/// missing. The database opened silently with the values from before the flush (a deleted
+/// key came back) and the obsolete-file sweep deleted the flushed table, the only copy of
+/// those acknowledged writes. Fix: a writable open whose MANIFEST had an ignored tail
+/// salvages the one table in the directory that no version lists and that holds only writes
+/// past the MANIFEST's last sequence (`db::salvage`).
+#[test]
+fn a_damaged_flush_edit_with_no_later_write_salvages_the_flushed_table() {
+    let fs = cairn::MemFs::new();
+    let options = mem_options(&fs);
+    damaged_flush_edit(&fs, &options, false);
+    for round in 0..2 {
+        // The second open reads the fresh MANIFEST the first one wrote.
+        let db = Db::open("/db", options.clone()).unwrap();
+        assert_eq!(
+            db.get(&key(3)).unwrap(),
+            None,
+            "round {round}: key 3 was deleted"
+        );
+        assert_eq!(
+            db.get(&key(4)).unwrap().as_deref(),
+            Some(&b"new"[..]),
+            "round {round}: key 4"
+        );
+        assert_eq!(
+            db.get(&key(5)).unwrap().as_deref(),
+            Some(&b"old"[..]),
+            "round {round}: key 5"
+        );
+        db.put(b"after", &[round]).unwrap();
+        drop(db);
+    }
+    let db = Db::open("/db", options).unwrap();
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&[1u8][..]));
 }
 
 /// Bug (found when the EIO sweep met the lock-free write path): a sync that failed inside

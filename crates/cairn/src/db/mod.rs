@@ -54,6 +54,7 @@ mod parallel_get;
 mod pinned_get;
 mod read;
 mod rmw;
+mod salvage;
 mod scans;
 mod super_version;
 #[cfg(all(test, not(loom)))]

@@ -1,6 +1,6 @@
-//! Opening a database: the directory and its lock, MANIFEST recovery, WAL replay
-//! (`replay_wals`), the first WAL of the new process, the shared state and the background
-//! threads.
+//! Opening a database: the directory and its lock, MANIFEST recovery (with the salvage of a
+//! flushed table whose edit was lost, in `salvage`), WAL replay (`replay_wals`), the first
+//! WAL of the new process, the shared state and the background threads.
 //!
 //! Thread-safety contract: everything here runs on the opening thread before any other
 //! thread can see the database; the background threads are spawned last, over a fully built
@@ -11,7 +11,9 @@
 //!    empty, ends in a torn tail or a lost unsynced tail (a hole past its last sync marker,
 //!    under `WalRecovery::PointInTime`), or starts past its predecessor's end, and every
 //!    newer WAL is ignored (never replayed). A sequence gap inside the replayed prefix is
-//!    corruption, and so is damage to WAL bytes a sync marker says were synced.
+//!    corruption, and so is damage to WAL bytes a sync marker says were synced. Batches
+//!    held by a table salvaged at this open are skipped, and the first batch replayed must
+//!    continue that table's largest sequence.
 //! 2. New file numbers are above every file present, so no new file truncates one that
 //!    recovery still needs.
 //! 3. The fresh MANIFEST names the new WAL as the first to replay only after the replayed
@@ -98,10 +100,14 @@ fn open_inner_once(directory: &Path, options: Options) -> Result<Arc<DbInner>> {
         .with_read_mode(options.table_read_mode)
         .with_lookup_threads(lookup_threads(&options))?,
     );
-    if !options.read_only {
-        check_tables_present(directory, file_system.as_ref(), &versions)?;
-    }
-    let replay = replay_wals(directory, file_system.as_ref(), &mut versions, &options)?;
+    let salvaged = recover_tables(directory, file_system.as_ref(), &mut versions, &options)?;
+    let replay = replay_wals(
+        directory,
+        file_system.as_ref(),
+        &mut versions,
+        &options,
+        salvaged,
+    )?;
     let last_sequence = replay.last_sequence;
     let dropped = replay.dropped;
     let written = Arc::new(AtomicU64::new(last_sequence));
@@ -385,6 +391,21 @@ fn spawn_one(
         .map_err(|error| Error::io("spawn thread", &inner.directory, error))
 }
 
+/// A writable open's look at the tables: every one the recovered version lists must exist
+/// (`check_tables_present`), and the table of a flush whose MANIFEST edit was lost is
+/// salvaged (`db::salvage`). Returns the salvaged table's largest sequence, if any.
+fn recover_tables(
+    directory: &Path,
+    file_system: &dyn FileSystem,
+    versions: &mut VersionSet,
+    options: &Options,
+) -> Result<Option<SequenceNumber>> {
+    if !options.read_only {
+        check_tables_present(directory, file_system, versions)?;
+    }
+    super::salvage::salvage_lost_flush(directory, file_system, versions, options.read_only)
+}
+
 /// Every table the recovered version lists is in the directory. One that is not means a lost
 /// edit (a damaged last MANIFEST record taken for a torn tail, whose compaction had already
 /// deleted its inputs) or a lost file: opening would fail reads, and the obsolete-file sweep
@@ -459,11 +480,14 @@ pub(super) struct Dropped {
 
 /// Replays the WALs the MANIFEST does not cover into memory; `replay.last_sequence` is then
 /// the largest sequence number in the database and `replay.dropped` what was not replayed.
+/// `salvaged`: the largest sequence of a table salvaged at this open (`db::salvage`), whose
+/// batches are skipped.
 fn replay_wals(
     directory: &Path,
     file_system: &dyn FileSystem,
     versions: &mut VersionSet,
     options: &Options,
+    salvaged: Option<SequenceNumber>,
 ) -> Result<Replay> {
     let wal_numbers = wals_to_replay(directory, file_system, versions)?;
     // Sized as the buffers the WALs were written from, so its key index does not saturate
@@ -472,6 +496,7 @@ fn replay_wals(
         buffer: ReplayBuffer::new(options.write_buffer_size_bytes),
         manifest_last_sequence: versions.last_sequence,
         last_sequence: versions.last_sequence,
+        salvaged,
         expected_next: None,
         dropped: Dropped::default(),
     };
@@ -549,6 +574,9 @@ struct Replay {
     buffer: ReplayBuffer,
     manifest_last_sequence: SequenceNumber,
     last_sequence: SequenceNumber,
+    /// The largest sequence of the table salvaged at this open (`db::salvage`), if any: a
+    /// batch at or below it is in that table and is skipped, not replayed again.
+    salvaged: Option<SequenceNumber>,
     /// The sequence the next record must start at (None before the first record).
     expected_next: Option<SequenceNumber>,
     /// What recovery found but did not replay.
@@ -573,6 +601,9 @@ impl Replay {
         for (record_index, (offset, payload)) in contents.records().enumerate() {
             let batch = DecodedBatch::decode(payload)
                 .map_err(|reason| Error::corruption(path, offset, reason))?;
+            if self.in_salvaged_table(path, offset, &batch)? {
+                continue;
+            }
             match self.expected_next {
                 None => self.check_continues_manifest(versions, path, offset, &batch)?,
                 Some(expected) if record_index == 0 && batch.first_sequence > expected => {
@@ -609,10 +640,10 @@ impl Replay {
         )
     }
 
-    /// The first WAL to replay continues where the last logged flush stopped, so a gap means
-    /// edits are missing: a damaged last MANIFEST record was taken for a torn tail, or a WAL
-    /// is gone (regression test:
-    /// `damaged_last_manifest_record_is_reported_not_silently_dropped`).
+    /// The first WAL to replay continues where the last logged flush stopped (or the table
+    /// salvaged at this open), so a gap means edits are missing: a damaged last MANIFEST
+    /// record was taken for a torn tail and its table could not be salvaged, or a WAL is
+    /// gone (regression test: `a_damaged_flush_edit_whose_table_is_gone_is_reported`).
     fn check_continues_manifest(
         &self,
         versions: &VersionSet,
@@ -635,6 +666,38 @@ impl Replay {
             ),
             None => Error::corruption(path, offset, reason),
         })
+    }
+
+    /// True if `batch`, met before any batch was replayed, is in the table salvaged at this
+    /// open: its writes are there, and replaying them would store their internal keys twice.
+    /// Replay skips it without advancing `expected_next`, so the first batch replayed is
+    /// checked against the raised `manifest_last_sequence` (the salvaged table's largest
+    /// sequence). A batch that straddles that sequence disagrees with the table: corruption.
+    fn in_salvaged_table(
+        &self,
+        path: &Path,
+        offset: u64,
+        batch: &DecodedBatch<'_>,
+    ) -> Result<bool> {
+        let Some(through) = self.salvaged.filter(|_| self.expected_next.is_none()) else {
+            return Ok(false);
+        };
+        if batch.last_sequence() <= through {
+            return Ok(true);
+        }
+        if batch.first_sequence <= through {
+            return Err(Error::corruption(
+                path,
+                offset,
+                format!(
+                    "WAL batch of sequences {}..={} straddles the salvaged table's last \
+                     sequence {through}",
+                    batch.first_sequence,
+                    batch.last_sequence()
+                ),
+            ));
+        }
+        Ok(false)
     }
 
     /// Inserts one replayed batch and advances the expected sequence.
