@@ -301,16 +301,29 @@ fn a_damaged_flush_edit_whose_table_is_gone_is_reported() {
     let options = mem_options(&fs);
     let (manifest, last) = damaged_flush_edit(&fs, &options, true);
     fs.remove(&newest_table(&fs)).unwrap();
-    match Db::open("/db", options) {
+    assert_corruption_at(
+        Db::open("/db", options),
+        (manifest, last),
+        "the WALs continue at sequence",
+    );
+}
+
+/// `opened` failed with corruption at `(file, offset)`, its reason containing `expected`.
+fn assert_corruption_at(opened: cairn::Result<Db>, at: (std::path::PathBuf, u64), expected: &str) {
+    match opened {
         Err(Error::Corruption {
             file,
             offset,
             reason,
         }) => {
-            assert_eq!((file, offset), (manifest, last), "{reason}");
-            assert!(reason.contains("the WALs continue at sequence"), "{reason}");
+            assert_eq!((file, offset), at, "{reason}");
+            assert!(reason.contains(expected), "{reason}");
         }
-        Ok(db) => panic!("opened; key 3 reads {:?}", db.get(&key(3))),
+        Ok(db) => panic!(
+            "opened; key 0 reads {:?}, key 3 {:?}",
+            db.get(&key(0)),
+            db.get(&key(3))
+        ),
         Err(error) => panic!("unexpected error {error}"),
     }
 }
@@ -325,18 +338,7 @@ fn a_damaged_flush_edit_with_two_salvage_candidates_is_reported() {
     let table = newest_table(&fs);
     let copy = Path::new("/db").join("999999.sst");
     fs.set_file_contents(&copy, fs.file_contents(&table).unwrap());
-    match Db::open("/db", options) {
-        Err(Error::Corruption {
-            file,
-            offset,
-            reason,
-        }) => {
-            assert_eq!((file, offset), (manifest, last), "{reason}");
-            assert!(reason.contains("999999"), "{reason}");
-        }
-        Ok(db) => panic!("opened; key 3 reads {:?}", db.get(&key(3))),
-        Err(error) => panic!("unexpected error {error}"),
-    }
+    assert_corruption_at(Db::open("/db", options), (manifest, last), "999999");
     assert!(fs.file_contents(&table).is_some() && fs.file_contents(&copy).is_some());
 }
 
@@ -657,8 +659,7 @@ fn a_reverse_range_with_the_membuffer_on_stays_below_its_upper_bound() {
 #[test]
 fn a_file_named_with_the_largest_number_does_not_wrap_the_file_numbers() {
     let fs = cairn::MemFs::new();
-    let mut options = Options::default();
-    options.file_system = Arc::new(fs.clone());
+    let options = mem_options(&fs);
     let db = Db::open("/db", options.clone()).unwrap();
     db.put(b"k", b"v").unwrap();
     db.flush().unwrap();
@@ -685,8 +686,7 @@ fn a_file_named_with_the_largest_number_does_not_wrap_the_file_numbers() {
 #[test]
 fn a_damaged_compaction_edit_is_reported_not_opened_with_missing_tables() {
     let fs = cairn::MemFs::new();
-    let mut options = Options::default();
-    options.file_system = Arc::new(fs.clone());
+    let mut options = mem_options(&fs);
     // Two levels: the merge into level 1 is the last edit (no trivial moves further down).
     options.level_count = 2;
     let db = Db::open("/db", options.clone()).unwrap();
@@ -700,12 +700,5 @@ fn a_damaged_compaction_edit_is_reported_not_opened_with_missing_tables() {
     db.compact_range(None, None).unwrap(); // the MANIFEST's last record: this compaction
     drop(db);
     let (manifest, last) = damage_last_manifest_record(&fs);
-    match Db::open("/db", options) {
-        Err(Error::Corruption { file, offset, .. }) => {
-            assert_eq!(file, manifest);
-            assert_eq!(offset, last);
-        }
-        Ok(db) => panic!("opened; key 0 reads {:?}", db.get(&key(0))),
-        Err(error) => panic!("unexpected error {error}"),
-    }
+    assert_corruption_at(Db::open("/db", options), (manifest, last), "missing");
 }
