@@ -109,7 +109,9 @@ pub struct Options {
     /// Background threads that compact (default 1). With more, compactions of disjoint
     /// levels and files run at once.
     pub compaction_threads: usize,
-    /// MANIFEST size after which a fresh one is written. Default: 64 MiB.
+    /// MANIFEST size after which a fresh one (a snapshot of every live file, then the edits
+    /// that follow) is written; when the snapshot alone is larger, the MANIFEST rolls over at
+    /// twice the snapshot's size instead. Default: 64 MiB.
     pub manifest_size_bytes_max: u64,
     /// Verify block checksums on every read (always done for compaction inputs).
     /// Default: `true`.

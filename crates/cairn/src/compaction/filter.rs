@@ -48,11 +48,15 @@ pub enum FilterDecision {
 }
 
 /// A user hook deciding, during compaction, what happens to the newest value of a key (for
-/// instance dropping expired keys). It sees only values no snapshot can read, so its
-/// decisions never change what an open snapshot or iterator shows. It must be deterministic
+/// instance dropping expired keys). It sees only values no snapshot registered when the
+/// compaction started can read, so its decisions never change what those snapshots (and
+/// iterators) show. A snapshot taken *while* a compaction runs reads the values as they were
+/// until the compaction installs, and the filter's decisions after: take the
+/// snapshot before relying on a value the filter may change. It must be deterministic
 /// enough that applying it twice (a key compacted again later) is harmless. It runs only when
 /// compaction rewrites a file: flushes and trivial moves (a file moved down a level unread)
-/// do not call it, so an expired key disappears at the next merge that reads it.
+/// do not call it, so an expired key disappears at the next merge that reads it
+/// (`Db::compact_range(None, None)` rewrites every file).
 ///
 /// ```
 /// use cairn::{CompactionFilter, FilterDecision};

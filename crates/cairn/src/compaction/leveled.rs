@@ -138,16 +138,39 @@ pub fn rewrite_level(version: &Version, level: usize) -> Option<Plan> {
     if version.level(level).run_count() < 2 {
         return None;
     }
+    Some(level_rewrite(
+        version,
+        level,
+        format!("rewrite of level {level}'s runs into one"),
+    ))
+}
+
+/// A plan rewriting every file of `level` into one new run of it, even a level of one run:
+/// what a full manual compaction does to the last level, so that every value there is read
+/// again (expired ones dropped, the compaction filter asked). None for an empty level.
+pub fn rewrite_level_fully(version: &Version, level: usize) -> Option<Plan> {
+    if version.files(level).is_empty() {
+        return None;
+    }
+    Some(level_rewrite(
+        version,
+        level,
+        format!("full rewrite of level {level}"),
+    ))
+}
+
+/// A level rewrite (plan invariant 2) of every file of `level`.
+fn level_rewrite(version: &Version, level: usize, reason: String) -> Plan {
     let plan = Plan {
         level,
         output_level: level,
         output_run: OutputRun::New,
         inputs: version.files(level).to_vec(),
         output_level_inputs: Vec::new(),
-        reason: format!("rewrite of level {level}'s runs into one"),
+        reason,
     };
     debug_assert_eq!(plan.check(version), Ok(()));
-    Some(plan)
+    plan
 }
 
 /// Builds a plan compacting `inputs` of `level` into the one run of `level + 1`.

@@ -38,7 +38,7 @@ mod tests;
 mod tiered;
 
 pub use filter::{CompactionFilter, FilterDecision, VersionFilter};
-pub use leveled::{level_scores, rewrite_level, Leveled};
+pub use leveled::{level_scores, rewrite_level, rewrite_level_fully, Leveled};
 pub use levels::table_options_for;
 pub use output::{write_tables, OutputSettings};
 pub use plan::{OutputRun, Plan};

@@ -82,7 +82,8 @@ impl Plan {
     /// disjoint (they form one run) becoming a new run of a deeper level (lazy leveling
     /// moving its leveled level down as a whole).
     pub fn is_trivial_move(&self) -> bool {
-        if !self.output_level_inputs.is_empty() {
+        // A level rewrite exists to read its files again (one run of one file included).
+        if !self.output_level_inputs.is_empty() || self.is_level_rewrite() {
             return false;
         }
         self.inputs.len() == 1

@@ -201,9 +201,18 @@ impl DbInner {
                 self.run_manual(version, &plan)?;
             }
         }
-        // The last level has nowhere to drain: merge its runs (a tiered shape) into one.
+        // The last level has nowhere to drain: merge its runs (a tiered shape) into one. A
+        // full-range compaction rewrites it even as one run: files moved down unread (keys
+        // that never overlapped the level below) would otherwise keep expired values and
+        // tombstones, and the compaction filter would never see them.
         let version = self.super_version.load().version.clone();
-        if let Some(plan) = compaction::rewrite_level(&version, level_count - 1) {
+        let last = level_count - 1;
+        let plan = if lower.is_none() && upper.is_none() {
+            compaction::rewrite_level_fully(&version, last)
+        } else {
+            compaction::rewrite_level(&version, last)
+        };
+        if let Some(plan) = plan {
             self.run_manual(version, &plan)?;
         }
         Ok(())

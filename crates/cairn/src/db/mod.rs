@@ -394,7 +394,10 @@ impl Db {
 
     /// Sets `key` to `value` until `expiry`: from then on the key reads as absent (from
     /// `get`, `get_at`, iterators and read-modify-write alike, hiding any older value), and
-    /// compaction drops it. Expiry is measured with the system clock.
+    /// a compaction that rewrites its file drops it. A file compaction only moves down
+    /// (nothing under it overlaps) keeps it until a later merge reads the file;
+    /// `compact_range(None, None)` rewrites every file. Expiry is measured with the system
+    /// clock.
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
@@ -694,7 +697,10 @@ impl Db {
     }
 
     /// Compacts every level's files overlapping `[lower, upper]` (None = unbounded) down into
-    /// the next level, after a flush.
+    /// the next level, after a flush. With both bounds None it then rewrites every file of
+    /// the last level, even one sorted run of them, so every value is read again: expired
+    /// values and tombstones that compaction only moved down (keys that never overlapped the
+    /// level below, such as time-ordered ones) are dropped and their space reclaimed.
     ///
     /// ```
     /// # let db = cairn::Db::open("/db", cairn::Options::in_memory())?;

@@ -36,6 +36,10 @@ pub struct VersionSet {
     live_versions: Vec<Weak<Version>>,
     manifest: Option<LogWriter>,
     manifest_number: u64,
+    /// Bytes of the live MANIFEST's first record, the snapshot (0 before one is written): the
+    /// MANIFEST rolls over at twice this, or at `manifest_size_bytes_max` if that is larger,
+    /// so a snapshot past the limit does not make every edit rewrite every live file.
+    snapshot_bytes: u64,
     /// WALs numbered below this are flushed.
     pub log_number: u64,
     /// Next unused file number; shared so writers can number a new WAL without this set's
@@ -76,6 +80,7 @@ impl VersionSet {
             live_versions: Vec::new(),
             manifest: None,
             manifest_number: 0,
+            snapshot_bytes: 0,
             log_number: 0,
             next_file_number: Arc::new(AtomicU64::new(1)),
             last_sequence: 0,
@@ -249,6 +254,7 @@ impl VersionSet {
         writer.sync()?;
         self.file_system.sync_dir(&self.directory)?;
         set_current(self.file_system.as_ref(), &self.directory, number)?;
+        self.snapshot_bytes = writer.size_bytes();
         self.manifest = Some(writer);
         self.manifest_number = number;
         Ok(())
@@ -285,10 +291,13 @@ impl VersionSet {
         );
         self.apply_counters(&edit);
         self.install(version);
+        let rollover_bytes = self
+            .manifest_size_bytes_max
+            .max(self.snapshot_bytes.saturating_mul(2));
         let too_big = self
             .manifest
             .as_ref()
-            .is_some_and(|manifest| manifest.size_bytes() > self.manifest_size_bytes_max);
+            .is_some_and(|manifest| manifest.size_bytes() > rollover_bytes);
         if too_big {
             if let Err(error) = self.write_snapshot() {
                 // The edit is durable in the old MANIFEST (and in the new one if CURRENT was

@@ -176,6 +176,35 @@ fn manifest_rolls_over_when_too_big() {
     assert_eq!(recovered.current().files(0).len(), 40);
 }
 
+/// Once the snapshot alone passes the limit, a rollover must not follow every edit: each one
+/// rewrites every live file and costs three syncs. The MANIFEST rolls over when it reaches
+/// twice its last snapshot (or the limit, whichever is larger).
+#[test]
+fn a_manifest_whose_snapshot_passes_the_limit_does_not_roll_over_on_every_edit() {
+    let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+    let directory = Path::new("/db");
+    let mut set = VersionSet::new(directory, Arc::clone(&fs), 4, 1024);
+    set.write_snapshot().unwrap();
+    let mut rollovers = 0;
+    for round in 0..200u64 {
+        let before = set.manifest_number();
+        let number = set.new_file_number();
+        let key = format!("{round:04}");
+        set.log_and_apply(VersionEdit {
+            added_files: vec![(0, added(number, key.as_bytes(), key.as_bytes()))],
+            ..VersionEdit::default()
+        })
+        .unwrap();
+        rollovers += usize::from(set.manifest_number() != before);
+    }
+    // The snapshot passes 1024 bytes at about 15 files; from there it doubles between
+    // rollovers, so 200 edits roll over a handful of times, not ~185.
+    assert!((1..=12).contains(&rollovers), "{rollovers} rollovers");
+    let mut recovered = VersionSet::new(directory, fs, 4, 1024);
+    recovered.recover().unwrap();
+    assert_eq!(recovered.current().files(0).len(), 200);
+}
+
 fn meta(number: u64, low: &[u8], high: &[u8]) -> Arc<FileMeta> {
     Arc::new(added(number, low, high).to_meta())
 }
