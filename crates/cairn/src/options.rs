@@ -538,6 +538,10 @@ impl Default for ReadOptions {
 #[non_exhaustive]
 pub struct WriteOptions {
     /// Acknowledge only after the WAL record is durable (fdatasync); survives power loss.
+    /// An empty batch written with `sync` is a barrier: it returns once every write
+    /// acknowledged before it is durable. A read-modify-write with `sync` that keeps the
+    /// value returns once the version it read is durable. Without a WAL
+    /// (`Options::wal_enabled` off) there is nothing to sync: writes are durable once flushed.
     /// Default: `false` (survives a process crash, not a power loss).
     pub sync: bool,
 }

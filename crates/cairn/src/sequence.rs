@@ -242,9 +242,12 @@ impl Acknowledged {
 
     /// The sequence a read that starts now uses: `visible()` once it has reached every
     /// acknowledged sequence, so it is at or above every write acknowledged before this call
-    /// and covers only finished writes. Spins, then yields, while a lower write finishes;
-    /// returns the visible sequence as it is if `give_up()` (a failed lower write may never
-    /// finish).
+    /// and covers only finished writes. Spins, then yields, then parks while a lower write
+    /// finishes. Once `give_up()` holds (a sticky error) the wait is bounded by
+    /// `GIVE_UP_AFTER`, then the visible sequence is returned as it is: a lower write always
+    /// finishes its insert (its range is finished before its WAL wait, failed or not), so a
+    /// sticky error alone is no reason to stop waiting — a writer would miss its own
+    /// acknowledged write — but a writer whose thread died mid-insert never finishes.
     ///
     /// `parker` is the inserted watermark's: the wait is for lower writes' inserts (an
     /// acknowledged write was written to the OS, so the written watermark is already past
@@ -255,11 +258,20 @@ impl Acknowledged {
         give_up: impl Fn() -> bool,
         parker: &Parker,
     ) -> u64 {
+        const GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
         let target = self.sequence.load(Ordering::Acquire);
         let mut current = visible();
         let mut round = 0;
-        while current < target && !give_up() {
-            parker.wait(&mut round, || visible() >= target || give_up());
+        let mut deadline = None;
+        while current < target {
+            if give_up() {
+                let deadline =
+                    *deadline.get_or_insert_with(|| std::time::Instant::now() + GIVE_UP_AFTER);
+                if std::time::Instant::now() >= deadline {
+                    break;
+                }
+            }
+            parker.wait(&mut round, || visible() >= target);
             current = visible();
         }
         current

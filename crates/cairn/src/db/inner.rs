@@ -192,7 +192,8 @@ impl DbInner {
 
     /// The sequence a read that starts now uses: at or above every acknowledged write, and
     /// covering only writes that are fully inserted and logged. After a sticky error the wait
-    /// gives up: a lower write that failed never becomes visible.
+    /// is bounded (`Acknowledged::read_sequence`): lower writes still finish their inserts,
+    /// but a writer whose thread died never would.
     pub(super) fn read_sequence(&self) -> SequenceNumber {
         self.acknowledged.read_sequence(
             || self.visible(),

@@ -117,9 +117,13 @@ impl DbInner {
         let Some((batch, new_value, stored)) = planned_write(key, update)? else {
             // The read is of the newest version, which may belong to a write still in
             // flight: make it visible before reporting it, or a get that starts after this
-            // call returns could miss a value this call saw.
+            // call returns could miss a value this call saw. With `sync`, also durable: the
+            // caller acts on what it was told is there.
             if let Some(version) = read_version {
                 self.wait_visible(version)?;
+                if options.sync {
+                    self.sync_wal_through(version)?;
+                }
             }
             let current = read.found.and_then(|(_, value, _)| value);
             return Ok(Some((current, None)));

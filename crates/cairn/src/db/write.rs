@@ -74,7 +74,7 @@ impl DbInner {
         self.check_writable()?;
         batch.validate()?;
         if batch.is_empty() {
-            return Ok(self.visible());
+            return self.write_nothing(options);
         }
         let count = batch.len() as u64;
         // Only with the Membuffer: without one the extra super-version load buys nothing.
@@ -120,6 +120,32 @@ impl DbInner {
         Counters::add(&self.counters.deletes, deletes);
         Counters::add(&self.counters.batches, 1);
         Ok(last)
+    }
+
+    /// An empty batch. With `sync` it is a durability barrier (as in LevelDB): it returns once
+    /// every write acknowledged before it is synced, by syncing the active WAL through them
+    /// (a log syncs its predecessors first, so writes in sealed logs are covered too).
+    #[allow(clippy::trivially_copy_pass_by_ref)]
+    fn write_nothing(&self, options: &WriteOptions) -> Result<SequenceNumber> {
+        let through = self.read_sequence();
+        if options.sync {
+            self.sync_wal_through(through)?;
+        }
+        Ok(through)
+    }
+
+    /// Syncs the WAL through `sequence` (a no-op without a WAL): the active log, which syncs
+    /// every older log first, so a sequence in a sealed log is covered too, and one already
+    /// flushed to a table needs nothing. A failure is sticky, as for any WAL sync.
+    pub(super) fn sync_wal_through(&self, sequence: SequenceNumber) -> Result<()> {
+        if !self.options.wal_enabled {
+            return Ok(());
+        }
+        let super_version = self.super_version.load();
+        let log = super_version.memory.active().log();
+        log.wait_durable(sequence, true).inspect_err(|error| {
+            self.set_sticky_error(error);
+        })
     }
 
     /// The common tail of every write: publish `[first, last]` as inserted (which is what

@@ -466,3 +466,54 @@ fn a_read_modify_write_sees_a_put_an_in_place_update_dropped_before_its_validati
         "the increment saw the 100 and the 200 before it"
     );
 }
+
+/// Bug (review): a read gave up waiting for lower writes in flight as soon as any sticky
+/// error was set (one from a compaction, say), so a writer could miss its own acknowledged
+/// write: acknowledged above a lower write still inserting, it read below it. A lower write
+/// always finishes its insert, so the wait must go on (bounded only for a writer that died).
+#[test]
+fn a_read_after_a_sticky_error_still_sees_its_own_acknowledged_write() {
+    let db = Arc::new(
+        Db::open(
+            "/db",
+            Options {
+                file_system: Arc::new(MemFs::new()),
+                ..Options::default()
+            },
+        )
+        .unwrap(),
+    );
+    let (reached, reached_here) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let lower = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            RACE_HOOK.with(|cell| {
+                *cell.borrow_mut() = Some(Box::new(move |point| {
+                    if point == "write: inserted" {
+                        let _ = reached.send(());
+                        let _ = released.recv_timeout(std::time::Duration::from_secs(20));
+                    }
+                }));
+            });
+            // Its WAL record is written, its range not yet finished: it fails later (the
+            // sticky error stops its acknowledgement), but its insert is done.
+            let _ = db.put(b"lower", b"1");
+            RACE_HOOK.with(|cell| cell.borrow_mut().take());
+        })
+    };
+    reached_here
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the lower writer never reached its insert");
+    // Acknowledged above the held writer: its bytes are written and it is inserted.
+    db.put(b"mine", b"2").unwrap();
+    db.inner
+        .set_sticky_error(&crate::error::Error::Internal("a compaction failed".into()));
+    let unblock = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let _ = release.send(());
+    });
+    assert_eq!(db.get(b"mine").unwrap().as_deref(), Some(&b"2"[..]));
+    unblock.join().unwrap();
+    lower.join().unwrap();
+}
