@@ -144,6 +144,10 @@ pub struct Log {
     path: PathBuf,
     segment_bytes: usize,
     current: arc_swap::ArcSwap<Segment>,
+    /// Bytes of the segments filled and rolled over so far (their capacities): the log's
+    /// length to within one segment, read on every write (`rolled_bytes`) and written once
+    /// per roll-over.
+    rolled_bytes: AtomicU64,
     // The fields writers touch on every write sit on cache lines apart from each other and
     // from the read-mostly ones (`current`, `failed`, `has_file`): a leader's compare-and-swap
     // of the role, or its store of the written sequence, then does not evict the line every
@@ -224,6 +228,7 @@ impl Log {
             path,
             segment_bytes,
             current: arc_swap::ArcSwap::new(Arc::clone(&segment)),
+            rolled_bytes: AtomicU64::new(0),
             leader: CachePadded(Mutex::new(LeaderState {
                 file,
                 segment,
@@ -257,6 +262,13 @@ impl Log {
     /// The WAL file number.
     pub fn number(&self) -> u64 {
         self.number
+    }
+
+    /// The bytes of the segments this log filled so far: its length, less the current
+    /// segment's (0 without a file). A write buffer whose log outgrows its memory is sealed
+    /// by this (`WriteBuffer::is_full`).
+    pub fn rolled_bytes(&self) -> u64 {
+        self.rolled_bytes.load(Ordering::Relaxed)
     }
 
     /// The last sequence written to the OS (process-crash durable).
@@ -341,6 +353,8 @@ impl Log {
             0
         };
         let successor = Arc::new(Segment::new(end_sequence, capacity));
+        self.rolled_bytes
+            .fetch_add(full.capacity_bytes as u64, Ordering::Relaxed);
         if cfg!(feature = "invariants") {
             // Invariants 2 and 6: the successor continues the sealed segment's sequences and
             // holds the record that did not fit.

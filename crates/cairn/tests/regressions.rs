@@ -791,3 +791,31 @@ fn a_synced_update_that_keeps_the_value_makes_it_durable() {
         );
     }
 }
+
+/// Bug (review): with the Membuffer on, updates of a hot set of keys rewrite their records in
+/// place and drop the old versions, so neither the memtable nor the Membuffer grows: the
+/// buffer was never full, never sealed or flushed, and its one WAL grew without bound (to a
+/// full disk; recovery then replays it all into memory). Fix: a buffer whose WAL has grown
+/// past twice the write-buffer size is full too.
+#[test]
+fn hot_key_updates_with_the_membuffer_still_seal_and_flush_the_buffer() {
+    let fs = cairn::MemFs::new();
+    let mut options = mem_options(&fs);
+    options.membuffer_enabled = true;
+    options.write_buffer_size_bytes = 8 << 20;
+    let db = Db::open("/db", options).unwrap();
+    // 200 hot keys (a small share of each partition's table, so no drain is wanted),
+    // 100-byte values: about 36 MiB of WAL, 4.5 times the write buffer.
+    for round in 0..1250u32 {
+        for index in 0..200 {
+            db.put(&key(index), &[(round % 251) as u8; 100]).unwrap();
+        }
+    }
+    let stats = db.stats();
+    assert!(
+        stats.counter("flushes") >= 1,
+        "flushes {}, dropped versions {}",
+        stats.counter("flushes"),
+        stats.counter("membuffer_dropped_versions")
+    );
+}

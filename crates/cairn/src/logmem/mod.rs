@@ -60,8 +60,8 @@
 //! 7. A block's pages are released (`madvise`) only while the block is in the free pool and
 //!    counted as "being released", so no reader or writer can touch them meanwhile.
 
-// Segment indices are below `segment_slots`, which `new` caps with the block count (see
-// `head.rs`), so they fit the `u32` the owner table stores.
+// Segment indices are below `segment_slots` (the block count plus 64, below 2^25 by
+// `validate`), so they fit the `u32` the owner table stores.
 #![allow(clippy::cast_possible_truncation)]
 
 mod blocks;
@@ -84,7 +84,8 @@ use std::sync::Mutex;
 
 /// Largest segment size (the object decoder accepts lengths below 2^28 per field).
 pub const MAX_SEGMENT_BYTES: usize = 1 << 28;
-/// Most segments.
+/// Bounds the block count: a log holds fewer than `16 * MAX_SEGMENTS` blocks. Each block may
+/// be a segment of its own, so `new` gives every block a segment slot.
 pub const MAX_SEGMENTS: usize = 1 << 20;
 
 const STATE_FREE: u8 = 0;
@@ -238,8 +239,10 @@ impl LogMemory {
         let total_blocks = options.capacity_bytes / options.block_bytes;
         let blocks_per_segment = options.segment_bytes / options.block_bytes;
         let arena = Pages::zeroed(total_blocks * options.block_bytes)?;
-        // Every segment holds at least one block, plus empty heads.
-        let segment_slots = (total_blocks + 64).min(MAX_SEGMENTS);
+        // Every segment holds at least one block, plus empty heads: with fewer slots, small
+        // segments (sealed early, or one block each) run out of slots while blocks are free,
+        // and writes and compaction alike fail `Full` for good.
+        let segment_slots = total_blocks + 64;
         let segment_table = Pages::zeroed(segment_slots * std::mem::size_of::<Segment>())?;
         let block_lists =
             Pages::zeroed(segment_slots * blocks_per_segment * std::mem::size_of::<AtomicU32>())?;

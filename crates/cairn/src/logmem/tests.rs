@@ -241,3 +241,26 @@ fn idle_free_blocks_are_released_after_the_decay() {
         assert_eq!(out, vec![2u8; 3000]);
     }
 }
+
+/// Bug (review): segment slots were capped at `MAX_SEGMENTS` although a log may hold 16 times
+/// as many blocks; with small segments (one block each here) the slots ran out while most
+/// blocks were free, and every write and compaction failed `Full` for good. Every block now
+/// has a slot (plus the empty heads'). The arena is virtual memory: nothing here is touched.
+#[test]
+fn every_block_can_be_a_segment_of_its_own() {
+    let blocks = 2 * MAX_SEGMENTS;
+    let log = LogMemory::new(LogMemoryOptions {
+        capacity_bytes: blocks * PAGE_BYTES,
+        segment_bytes: PAGE_BYTES,
+        block_bytes: PAGE_BYTES,
+        reserve_bytes: 4 * PAGE_BYTES,
+        resident_free_bytes: 0,
+        free_decay: std::time::Duration::ZERO,
+    })
+    .unwrap();
+    assert!(
+        log.segment_slots >= blocks + 64,
+        "{} slots",
+        log.segment_slots
+    );
+}

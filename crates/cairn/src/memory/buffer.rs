@@ -188,13 +188,17 @@ impl WriteBuffer {
     /// Whether the buffer holds `limit_bytes` or more of versions and should be sealed: the
     /// memtable's arena plus the versions the Membuffer holds (not its budget, so a
     /// near-empty Membuffer leaves the memtable the rest of the limit; not its slot arrays,
-    /// as not the memtable's key index, so a flush carries the same data either way).
+    /// as not the memtable's key index, so a flush carries the same data either way). Also
+    /// when its WAL has grown past twice the limit: updates the Membuffer makes in place,
+    /// dropping the old versions, grow neither count, and without this bound a hot set of
+    /// keys would keep one buffer (and its one WAL, which recovery replays whole) forever.
     pub fn is_full(&self, limit_bytes: usize) -> bool {
         let membuffer = self
             .membuffer
             .as_ref()
             .map_or(0, |membuffer| membuffer.version_bytes());
         self.memtable.approximate_memory_bytes() + membuffer >= limit_bytes
+            || self.log.rolled_bytes() >= 2 * limit_bytes as u64
     }
 
     /// Moves every Membuffer version into the memtable (scans; the flush's gathering).

@@ -23,7 +23,7 @@ impl Inner {
     /// Seals heads nobody is using (try-lock) so compaction can reach their garbage.
     pub(super) fn seal_idle_heads(&self, even_without_garbage: bool) {
         for head in &self.heads {
-            if let Ok(mut head) = head.0.try_lock() {
+            if let Some(mut head) = super::try_lock_ignoring_poison(&head.0) {
                 if even_without_garbage || self.log.head_has_garbage(&head) {
                     self.log.seal(&mut head);
                 }

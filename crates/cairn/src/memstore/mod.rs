@@ -280,6 +280,17 @@ fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// `try_lock` that takes a poisoned mutex too: a head whose writer panicked (an `update`
+/// closure) is whole (the closure runs before its append) and must stay usable, and
+/// sealable, or its segment's garbage is never reclaimed. None only while another holds it.
+fn try_lock_ignoring_poison<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 impl MemStore {
     /// Creates a store and starts its compaction threads.
     pub fn new(options: MemStoreOptions) -> Result<Self> {
@@ -556,7 +567,9 @@ impl Inner {
 
     fn check_sizes(&self, key: &[u8], value_len: usize) -> Result<()> {
         self.check_key(key)?;
+        // Checked before `object_len`, whose sum could overflow for a value near `usize::MAX`.
         if value_len > self.options.max_value_bytes
+            || value_len as u64 > self.log.max_object_bytes()
             || object_len(key.len(), value_len) > self.log.max_object_bytes()
         {
             return Err(Error::InvalidArgument(format!(
@@ -573,7 +586,7 @@ impl Inner {
         let preferred = THREAD_NUMBER.try_with(|number| *number).unwrap_or(0) % count;
         for step in 0..count {
             if let Some(head) = self.heads.get((preferred + step) % count) {
-                if let Ok(guard) = head.0.try_lock() {
+                if let Some(guard) = try_lock_ignoring_poison(&head.0) {
                     return guard;
                 }
             }
@@ -594,15 +607,21 @@ impl Inner {
 
     /// Key hash of the object at `location` (for moving index entries). Caller is pinned.
     fn hash_at(&self, location: u64) -> u64 {
-        KEY_SCRATCH.with(|scratch| {
-            let mut key = scratch.take();
-            let hash = self
-                .log
-                .with_key(location, &mut key, hash_key)
-                .unwrap_or_else(|| hash_key(&[]));
-            scratch.set(key);
-            hash
-        })
+        let hash_with = |key: &mut Vec<u8>| {
+            self.log
+                .with_key(location, key, hash_key)
+                .unwrap_or_else(|| hash_key(&[]))
+        };
+        // `try_with`: a write from a thread-local destructor may run after the scratch
+        // buffer's own destructor (a panic there would abort the process).
+        KEY_SCRATCH
+            .try_with(|scratch| {
+                let mut key = scratch.take();
+                let hash = hash_with(&mut key);
+                scratch.set(key);
+                hash
+            })
+            .unwrap_or_else(|_| hash_with(&mut Vec::new()))
     }
 }
 
