@@ -109,9 +109,8 @@ fn next_file_number(fs: &MemFs) -> u64 {
         + 1
 }
 
-/// Rewrites the MANIFEST with `last_sequence` raised, as a flush logs it when writes of
-/// the next WAL were already visible (written to the OS, not synced) at that moment.
-fn raise_manifest_last_sequence(fs: &MemFs, last_sequence: SequenceNumber) {
+/// The version set `/db`'s MANIFEST recovers, with the default options.
+fn recovered_versions(fs: &MemFs) -> VersionSet {
     let options = Options::default();
     let mut versions = VersionSet::new(
         Path::new("/db"),
@@ -120,6 +119,13 @@ fn raise_manifest_last_sequence(fs: &MemFs, last_sequence: SequenceNumber) {
         options.manifest_size_bytes_max,
     );
     versions.recover().unwrap();
+    versions
+}
+
+/// Rewrites the MANIFEST with `last_sequence` raised, as a flush logs it when writes of
+/// the next WAL were already visible (written to the OS, not synced) at that moment.
+fn raise_manifest_last_sequence(fs: &MemFs, last_sequence: SequenceNumber) {
+    let mut versions = recovered_versions(fs);
     versions
         .apply_unlogged(&VersionEdit {
             last_sequence: Some(last_sequence),
@@ -259,14 +265,7 @@ fn a_flush_table_whose_edit_was_torn_is_salvaged_and_its_wal_batches_skipped() {
     let mut bytes = fs.file_contents(&manifest).unwrap();
     bytes.truncate(bytes.len() - 5); // the second flush's edit, torn
     fs.set_file_contents(&manifest, bytes);
-    let options = Options::default();
-    let mut versions = VersionSet::new(
-        Path::new("/db"),
-        Arc::new(fs.clone()),
-        options.level_count,
-        options.manifest_size_bytes_max,
-    );
-    versions.recover().unwrap();
+    let versions = recovered_versions(&fs);
     assert!(versions.manifest_torn_tail.is_some());
     let flushed_wal = versions.log_number; // deleted after the flush: restored below
     assert!(flushed_wal < next_wal);

@@ -162,13 +162,7 @@ fn manifest_rolls_over_when_too_big() {
     set.write_snapshot().unwrap();
     let first_manifest = set.manifest_number();
     for round in 0..40u64 {
-        let number = set.new_file_number();
-        let key = format!("{round:04}");
-        set.log_and_apply(VersionEdit {
-            added_files: vec![(0, added(number, key.as_bytes(), key.as_bytes()))],
-            ..VersionEdit::default()
-        })
-        .unwrap();
+        add_one_file(&mut set, round);
     }
     assert_ne!(set.manifest_number(), first_manifest);
     let mut recovered = VersionSet::new(directory, fs, 4, 1024);
@@ -188,13 +182,7 @@ fn a_manifest_whose_snapshot_passes_the_limit_does_not_roll_over_on_every_edit()
     let mut rollovers = 0;
     for round in 0..200u64 {
         let before = set.manifest_number();
-        let number = set.new_file_number();
-        let key = format!("{round:04}");
-        set.log_and_apply(VersionEdit {
-            added_files: vec![(0, added(number, key.as_bytes(), key.as_bytes()))],
-            ..VersionEdit::default()
-        })
-        .unwrap();
+        add_one_file(&mut set, round);
         rollovers += usize::from(set.manifest_number() != before);
     }
     // The snapshot passes 1024 bytes at about 15 files; from there it doubles between
@@ -203,6 +191,17 @@ fn a_manifest_whose_snapshot_passes_the_limit_does_not_roll_over_on_every_edit()
     let mut recovered = VersionSet::new(directory, fs, 4, 1024);
     recovered.recover().unwrap();
     assert_eq!(recovered.current().files(0).len(), 200);
+}
+
+/// Logs an edit adding one level-0 file whose keys are `round`, four digits.
+fn add_one_file(set: &mut VersionSet, round: u64) {
+    let number = set.new_file_number();
+    let key = format!("{round:04}");
+    set.log_and_apply(VersionEdit {
+        added_files: vec![(0, added(number, key.as_bytes(), key.as_bytes()))],
+        ..VersionEdit::default()
+    })
+    .unwrap();
 }
 
 fn meta(number: u64, low: &[u8], high: &[u8]) -> Arc<FileMeta> {
