@@ -447,7 +447,8 @@ impl Membuffer {
     /// As `insert`, except that a writer which finds its partition full and takes its drain
     /// lock only swaps in a fresh table (its version goes there) and leaves the move of the
     /// full one into the memtable to `deferred`, which does it when dropped: the write path
-    /// drops it after the write is published, so the writers behind it in sequence order do
+    /// drops it after the write is published and its WAL wait is over (an fdatasync with
+    /// `sync`), so the writers behind it in sequence order do
     /// not wait for a whole table's drain (measured: on `FloDB`'s Fig. 17 at 4 GiB they slept
     /// in `finish_write` through each writer drain, a quarter of the two cores idle).
     /// `deferred` must be None on entry.
