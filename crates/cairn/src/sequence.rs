@@ -258,7 +258,7 @@ impl Acknowledged {
         give_up: impl Fn() -> bool,
         parker: &Parker,
     ) -> u64 {
-        const GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+        const GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
         let target = self.sequence.load(Ordering::Acquire);
         let mut current = visible();
         let mut round = 0;

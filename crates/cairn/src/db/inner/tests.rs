@@ -510,7 +510,7 @@ fn a_read_after_a_sticky_error_still_sees_its_own_acknowledged_write() {
     db.inner
         .set_sticky_error(&crate::error::Error::Internal("a compaction failed".into()));
     let unblock = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(10));
         let _ = release.send(());
     });
     assert_eq!(db.get(b"mine").unwrap().as_deref(), Some(&b"2"[..]));
