@@ -302,4 +302,4 @@ impl DbInner {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

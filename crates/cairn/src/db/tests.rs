@@ -222,21 +222,6 @@ fn an_open_that_cannot_start_its_threads_leaves_nothing_running() {
     db.put(b"k", b"v").unwrap();
 }
 
-/// The WAL numbers in `/db`, ascending.
-fn wal_numbers(fs: &MemFs) -> Vec<u64> {
-    let mut numbers: Vec<u64> = fs
-        .list(Path::new("/db"))
-        .unwrap()
-        .iter()
-        .filter_map(|name| match filename::parse_file_name(name) {
-            Some(FileKind::Wal(number)) => Some(number),
-            _ => None,
-        })
-        .collect();
-    numbers.sort_unstable();
-    numbers
-}
-
 /// A power loss during a flush edit's append with `sync` off (`db::salvage`): the MANIFEST
 /// ends in a torn record, the flushed table is synced, the flushed WAL lost its unsynced
 /// tail (the delete of `a`, which the table holds), and the next WAL holds a record past the
@@ -254,7 +239,7 @@ fn a_flush_table_whose_edit_was_torn_is_salvaged_and_its_wal_batches_skipped() {
     db.flush().unwrap();
     db.close().unwrap();
     // The WAL of the new buffer (a prepared next one, if any, is numbered above it).
-    let next_wal = wal_numbers(&fs)[0];
+    let next_wal = super::inner::tests::wal_files(&fs)[0].0;
     let manifest = fs
         .list(Path::new("/db"))
         .unwrap()

@@ -30,7 +30,7 @@ pub(super) fn run_race_hook(point: &'static str) {
 }
 
 /// `(number, empty)` of every WAL in `/db`, by number.
-fn wal_files(fs: &MemFs) -> Vec<(u64, bool)> {
+pub(in crate::db) fn wal_files(fs: &MemFs) -> Vec<(u64, bool)> {
     let mut wals: Vec<(u64, bool)> = fs
         .list(Path::new("/db"))
         .unwrap()
