@@ -226,12 +226,20 @@ fn release(_base: NonNull<u8>, _start: usize, _len: usize) {}
 #[cfg(not(all(target_os = "linux", not(miri))))]
 fn populate(_base: NonNull<u8>, _start: usize, _len: usize) {}
 
-#[cfg(test)]
-/// Resident bytes of the whole process (`/proc/self/statm`), or `None` where unknown.
-pub fn process_resident_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * system_page_bytes() as u64)
+#[cfg(all(test, target_os = "linux", not(miri)))]
+/// Resident bytes of `pages`' own mapping (`mincore`), which other threads' allocations do
+/// not move (the whole process's resident set did, and made a test flaky).
+pub fn resident_bytes(pages: &Pages) -> Option<u64> {
+    let page = system_page_bytes();
+    let mut vector = vec![0u8; pages.len.div_ceil(page)];
+    // SAFETY: `base .. base + len` is one live mapping (invariant 1), page aligned;
+    // `vector` holds one byte per page of it, as `mincore` writes.
+    let result =
+        unsafe { libc::mincore(pages.base.as_ptr().cast(), pages.len, vector.as_mut_ptr()) };
+    (result == 0).then(|| {
+        let resident = vector.iter().filter(|&&byte| byte & 1 == 1).count();
+        (resident * page) as u64
+    })
 }
 
 #[cfg(test)]
@@ -295,17 +303,11 @@ mod tests {
     fn released_pages_leave_the_resident_set() {
         const BYTES: usize = 64 << 20;
         let pages = Pages::zeroed(BYTES).unwrap();
-        let before = process_resident_bytes().unwrap();
+        assert_eq!(resident_bytes(&pages), Some(0), "nothing written yet");
         // SAFETY: the region is ours and nobody else uses it.
         unsafe { std::ptr::write_bytes(pages.as_ptr(), 1, BYTES) };
-        let touched = process_resident_bytes().unwrap();
+        assert_eq!(resident_bytes(&pages), Some(BYTES as u64), "all written");
         pages.release(0, BYTES);
-        let released = process_resident_bytes().unwrap();
-        // Other test threads allocate too, so allow some slack.
-        assert!(touched >= before + BYTES as u64 / 2, "{before} {touched}");
-        assert!(
-            released + (BYTES as u64) / 2 <= touched,
-            "{touched} {released}"
-        );
+        assert_eq!(resident_bytes(&pages), Some(0), "all released");
     }
 }
