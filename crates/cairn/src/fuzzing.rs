@@ -268,14 +268,16 @@ pub fn fuzz_wal_recovery(data: &[u8]) {
     }
 }
 
-/// A version-2 WAL built from the input: header, batches, sync markers naming the length
-/// before them; then damaged, possibly with a zeroed hole in the middle.
+/// A WAL of today's version built from the input: header, batches, sync markers naming the
+/// length before them; then damaged, possibly with a zeroed hole in the middle.
 fn built_wal(source: &mut Source<'_>) -> Vec<u8> {
-    let mut bytes = wal_header_record();
+    // Any fixed nonce: the reader takes the header's.
+    const NONCE: u64 = 0x0123_4567_89ab_cdef;
+    let mut bytes = wal_header_record(NONCE);
     let mut sequence = 1u64;
     for _ in 0..=(source.byte() % 8) {
         if source.byte().is_multiple_of(3) {
-            bytes.extend(sync_marker_record(bytes.len() as u64));
+            bytes.extend(sync_marker_record(NONCE, bytes.len() as u64));
         }
         let mut batch = WriteBatch::new();
         let count = usize::from(source_count(source));

@@ -91,7 +91,7 @@ pub mod version {
 /// The write-ahead log's record format.
 pub mod wal {
     pub use crate::wal::{
-        parse_log, parse_wal, sync_marker_record, wal_header_record, LogWriter,
-        RECORD_PAYLOAD_BYTES_MAX, WAL_SYNC_MARKER_MAGIC,
+        parse_log, parse_wal, sync_marker_record, sync_marker_record_v2, wal_header_record,
+        LogWriter, RECORD_PAYLOAD_BYTES_MAX, WAL_SYNC_MARKER_MAGIC,
     };
 }

@@ -53,8 +53,8 @@
 //! 6. The writer whose reservation did not fit, and which therefore sealed the segment,
 //!    holds the first reservation of the successor it installs: a record larger than the
 //!    segment size cannot be starved by small reservations landing in its successor first.
-//! 7. A log's file starts with the WAL header record (`wal::wal_header_record`), written with
-//!    its first records. After a sync of the live log, the next bytes written (ahead of the
+//! 7. A log's file starts with the WAL header record (`wal::wal_header_record`, with the
+//!    log's random nonce), written with its first records. After a sync of the live log, the next bytes written (ahead of the
 //!    next records) are a sync marker naming the file length that sync made durable, at or
 //!    below the marker's own offset: recovery uses markers to tell damaged synced bytes
 //!    (corruption) from a hole in the unsynced tail. A marker is written only with records
@@ -88,17 +88,18 @@ use self::segment::SEQUENCE_SHIFT;
 pub use self::segment::{Reserve, Segment, SEGMENT_BYTES_DEFAULT, SEGMENT_SEQUENCES_MAX};
 
 /// Appends what goes ahead of a log's next records: the WAL header before the first ones, a
-/// sync marker after a sync (invariant 7).
+/// sync marker after a sync (invariant 7), both carrying the log's `nonce`.
 fn write_preamble(
     file: &mut dyn WritableFile,
     header_written: &mut bool,
+    nonce: u64,
     pending_sync_marker: &AtomicU64,
 ) -> Result<()> {
     if !*header_written {
         if cfg!(feature = "invariants") {
             assert_eq!(file.size_bytes(), 0, "WAL header written past the start");
         }
-        file.append(&wal_header_record())?;
+        file.append(&wal_header_record(nonce))?;
         *header_written = true;
     }
     // A load first: a swap on every lead would write the line even with no marker pending,
@@ -117,7 +118,7 @@ fn write_preamble(
                 file.size_bytes()
             );
         }
-        file.append(&sync_marker_record(durable_bytes))?;
+        file.append(&sync_marker_record(nonce, durable_bytes))?;
     }
     Ok(())
 }
@@ -136,6 +137,8 @@ struct LeaderState {
     trim_unsynced: bool,
     /// The WAL header record is in the file (invariant 7).
     header_written: bool,
+    /// The nonce the header and every sync marker of this log carry (`wal`, invariant 4).
+    nonce: u64,
 }
 
 /// One WAL file (or, with the WAL off, just a sequence source). See the module docs.
@@ -237,6 +240,7 @@ impl Log {
                 retired: false,
                 trim_unsynced: false,
                 header_written: false,
+                nonce: crate::wal::new_wal_nonce(number),
             })),
             unsynced_previous: Mutex::new(previous),
             previous_synced,
@@ -566,6 +570,7 @@ impl Log {
                     write_preamble(
                         file.as_mut(),
                         &mut state.header_written,
+                        state.nonce,
                         &self.pending_sync_marker,
                     )?;
                     file.append(bytes)?;

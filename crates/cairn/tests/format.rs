@@ -4,7 +4,8 @@
 //!    byte for byte with a file under `tests/data/golden/vN/` of the version it writes today;
 //!    each golden file of every version is then decoded by today's reader, so old golden files
 //!    keep testing that old bytes still read. Version 2 added the WAL header and sync marker
-//!    records (and bumped the MANIFEST version that announces them).
+//!    records (and bumped the MANIFEST version that announces them); WAL version 4 added a
+//!    nonce to both.
 //! 2. Backward compatibility: `tests/data/vN-db/` is a database written by format version N
 //!    (see `generate_db`); today's code must open a copy of it and read back every key.
 //! 3. Version checks: a table or MANIFEST carrying a format version this build does not read is
@@ -55,6 +56,8 @@ const GOLDEN_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/
 const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v2");
 /// Where the golden files of on-disk format version 3 live (`manifest_*`: run ids in edits).
 const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v3");
+/// Where the golden files of WAL format version 4 live (a nonce in the header and markers).
+const GOLDEN_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/v4");
 
 /// The database written by format version 1, and what it must read back.
 const V1_DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1-db");
@@ -81,6 +84,10 @@ fn golden(name: &str) -> Vec<u8> {
 
 fn golden_v2(name: &str) -> Vec<u8> {
     golden_in(GOLDEN_V2, name)
+}
+
+fn golden_v4(name: &str) -> Vec<u8> {
+    golden_in(GOLDEN_V4, name)
 }
 
 /// The fixed batch of the batch and WAL goldens: a put, a delete and an empty put.
@@ -145,12 +152,11 @@ fn golden_wal_records() {
 
 #[test]
 fn golden_v2_wal_header_and_sync_marker() {
-    // Today's header is version 3 (tests/format_v3_expiring.rs); the version-2 one is only
-    // read. The sync marker is unchanged since version 2.
-    check_golden_in(
-        GOLDEN_V2,
-        "wal-sync-marker.bin",
-        &cairn::testing::wal::sync_marker_record(0x0102_0304_0506),
+    // Today's header and marker carry a nonce (version 4, `golden_v4_wal_header_and_sync_marker`);
+    // the version-2 ones are only read, and the marker's old encoder kept for tests.
+    assert_eq!(
+        golden_v2("wal-sync-marker.bin"),
+        cairn::testing::wal::sync_marker_record_v2(0x0102_0304_0506)
     );
     let contents = parse_log(
         [
@@ -166,9 +172,42 @@ fn golden_v2_wal_header_and_sync_marker() {
     assert_eq!(payloads[1], b"cairnSYN\x06\x05\x04\x03\x02\x01\0\0");
 }
 
-/// A whole version-2 WAL from the real writer: header, a synced batch, its sync marker, then
-/// a batch that was not synced.
-fn sample_v2_wal() -> Vec<u8> {
+#[test]
+fn golden_v4_wal_header_and_sync_marker() {
+    const NONCE: u64 = 0x1122_3344_5566_7788;
+    check_golden_in(
+        GOLDEN_V4,
+        "wal-header.bin",
+        &cairn::testing::wal::wal_header_record(NONCE),
+    );
+    check_golden_in(
+        GOLDEN_V4,
+        "wal-sync-marker.bin",
+        &cairn::testing::wal::sync_marker_record(NONCE, 0x0102_0304_0506),
+    );
+    let contents = parse_log(
+        [
+            golden_v4("wal-header.bin"),
+            golden_v4("wal-sync-marker.bin"),
+        ]
+        .concat(),
+        Path::new("/000009.log"),
+    )
+    .unwrap();
+    let payloads: Vec<&[u8]> = contents.records().map(|(_, payload)| payload).collect();
+    assert_eq!(
+        payloads[0],
+        b"cairnWAL\x04\0\0\0\x88\x77\x66\x55\x44\x33\x22\x11"
+    );
+    assert_eq!(
+        payloads[1],
+        b"cairnSYN\x88\x77\x66\x55\x44\x33\x22\x11\x06\x05\x04\x03\x02\x01\0\0"
+    );
+}
+
+/// A whole WAL from the real writer: header, a synced batch, its sync marker, then a batch
+/// that was not synced.
+fn sample_wal() -> Vec<u8> {
     let fs = MemFs::new();
     let directory = Path::new("/db");
     let db = Db::open(directory, {
@@ -193,16 +232,32 @@ fn sample_v2_wal() -> Vec<u8> {
     bytes
 }
 
+/// `wal` with the random parts zeroed: the nonce in its header and sync markers, and those
+/// records' checksums, which cover it.
+fn without_nonces(mut wal: Vec<u8>) -> Vec<u8> {
+    let contents = parse_log(wal.clone(), Path::new("/000003.log")).unwrap();
+    let nonces: Vec<(usize, usize)> = contents
+        .records()
+        .filter_map(|(offset, payload)| {
+            let at = offset as usize;
+            match payload.get(..8)? {
+                b"cairnWAL" => Some((at, at + 8 + 12)),
+                b"cairnSYN" => Some((at, at + 8 + 8)),
+                _ => None,
+            }
+        })
+        .collect();
+    for (record, nonce) in nonces {
+        wal[record..record + 4].fill(0);
+        wal[nonce..nonce + 8].fill(0);
+    }
+    wal
+}
+
 #[test]
 fn golden_v2_wal() {
-    // Written by the version-2 writer; today's writes version 3 (only the header's version
-    // differs: tests/format_v3_expiring.rs), so the golden file is only read.
-    let (mut today, mut old) = (sample_v2_wal(), golden_v2("wal.log"));
-    for bytes in [&mut today, &mut old] {
-        bytes[0..4].fill(0); // the header record's crc
-        bytes[16..20].fill(0); // its version
-    }
-    assert_eq!(today, old);
+    // Written by the version-2 writer; today's WAL has a longer header and longer markers,
+    // so the golden file is only read.
     let path = Path::new("/000003.log");
     let contents = parse_wal(
         golden_v2("wal.log"),
@@ -225,6 +280,39 @@ fn golden_v2_wal() {
     let error = parse_wal(damaged, path, 1 << 20, true, WalRecovery::PointInTime).unwrap_err();
     assert!(
         matches!(error, Error::Corruption { offset: 24, .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn golden_v4_wal() {
+    // The nonce is random per WAL: compared without it (the golden file has its own, from
+    // the writer that blessed it).
+    assert_eq!(
+        without_nonces(sample_wal()),
+        without_nonces(golden_v4("wal.log"))
+    );
+    let path = Path::new("/000003.log");
+    let contents = parse_wal(
+        golden_v4("wal.log"),
+        path,
+        RECORD_PAYLOAD_BYTES_MAX,
+        true,
+        WalRecovery::Strict,
+    )
+    .unwrap();
+    assert_eq!(contents.wal_version, 4);
+    let sequences: Vec<u64> = contents
+        .records()
+        .map(|(_, payload)| DecodedBatch::decode(payload).unwrap().first_sequence)
+        .collect();
+    assert_eq!(sequences, vec![1, 3]);
+    // As in version 2: the marker covers the synced batch (header 32 bytes, then the batch).
+    let mut damaged = golden_v4("wal.log");
+    damaged[38] ^= 1;
+    let error = parse_wal(damaged, path, 1 << 20, true, WalRecovery::PointInTime).unwrap_err();
+    assert!(
+        matches!(error, Error::Corruption { offset: 32, .. }),
         "{error}"
     );
 }
