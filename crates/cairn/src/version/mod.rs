@@ -33,13 +33,15 @@
 //! [`Version::check_invariants`] checks 1, 2, 4 and 6 (and that each file's smallest key is not
 //! above its largest); 3 is kept by construction (placement above, and compactions that only
 //! ever write a level's output below or beside older data). It runs on every version built by
-//! `apply_edit`, so a MANIFEST describing an impossible shape is reported as corruption.
+//! `apply_edit` and on the version recovery builds from a MANIFEST (`builder`), so a MANIFEST
+//! describing an impossible shape is reported as corruption.
 //!
 //! Thread-safety contract: `Version`, `Level` and `FileMeta` are immutable once built and shared
 //! by `Arc` (a `FileMeta` caches its opened table in a `OnceLock`); `VersionSet` is not
 //! synchronised itself — the database holds it in a mutex taken only by background work and
 //! open, never by reads or writes.
 
+mod builder;
 mod edit;
 mod set;
 #[cfg(test)]

@@ -14,11 +14,12 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
 use crate::key::SequenceNumber;
-use crate::wal::{read_log, LogWriter};
+use crate::wal::{read_log, LogContents, LogWriter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Weak};
 
+use super::builder::{first_bad_edit, VersionBuilder};
 use super::{
     apply_edit, AddedFile, Version, VersionEdit, MANIFEST_FORMAT_VERSION,
     MANIFEST_FORMAT_VERSION_OLDEST,
@@ -108,49 +109,7 @@ impl VersionSet {
             .to_string();
         let manifest_path = self.directory.join(&name);
         let contents = read_log(self.file_system.as_ref(), &manifest_path)?;
-        let mut version = Version::empty(self.level_count);
-        let mut saw_format = false;
-        for (offset, payload) in contents.records() {
-            let corrupt = |reason: String| Error::corruption(&manifest_path, offset, reason);
-            let edit = VersionEdit::decode(payload).map_err(corrupt)?;
-            if let Some(format) = edit.format_version {
-                if !(MANIFEST_FORMAT_VERSION_OLDEST..=MANIFEST_FORMAT_VERSION).contains(&format) {
-                    let age = if format < MANIFEST_FORMAT_VERSION_OLDEST {
-                        "is too old"
-                    } else {
-                        "is newer than this build"
-                    };
-                    return Err(corrupt(format!(
-                        "MANIFEST format version {format} {age}; this build reads versions \
-                         {MANIFEST_FORMAT_VERSION_OLDEST} to {MANIFEST_FORMAT_VERSION}"
-                    )));
-                }
-                self.manifest_format_version = format;
-                saw_format = true;
-            }
-            if !saw_format {
-                return Err(corrupt(
-                    "MANIFEST does not start with a format version".into(),
-                ));
-            }
-            for (level, _) in &edit.added_files {
-                if *level >= self.level_count {
-                    return Err(corrupt(format!(
-                        "file at level {level}, but the database is opened with {} levels",
-                        self.level_count
-                    )));
-                }
-            }
-            version = apply_edit(&version, &edit).map_err(corrupt)?;
-            self.apply_counters(&edit);
-        }
-        if contents.record_count() == 0 {
-            return Err(Error::corruption(
-                &manifest_path,
-                0,
-                "MANIFEST holds no edit",
-            ));
-        }
+        let version = self.replay(&contents, &manifest_path)?;
         // Every file number in use must be below next_file_number, or a new file could
         // overwrite a live one.
         let largest = version.file_numbers().max().unwrap_or(0);
@@ -161,6 +120,63 @@ impl VersionSet {
             .torn_tail_offset
             .map(|offset| (manifest_path.clone(), offset));
         Ok(contents.record_count())
+    }
+
+    /// The version `contents` (the MANIFEST at `manifest_path`) describes, its counters
+    /// applied to `self` (`VersionBuilder`: the edits in place, the version built once).
+    fn replay(&mut self, contents: &LogContents, manifest_path: &Path) -> Result<Version> {
+        let corrupt =
+            |offset: u64, reason: String| Error::corruption(manifest_path, offset, reason);
+        let mut builder = VersionBuilder::new(self.level_count);
+        let mut saw_format = false;
+        for (offset, payload) in contents.records() {
+            let edit = VersionEdit::decode(payload).map_err(|reason| corrupt(offset, reason))?;
+            if let Some(format) = edit.format_version {
+                check_manifest_format(format).map_err(|reason| corrupt(offset, reason))?;
+                self.manifest_format_version = format;
+                saw_format = true;
+            }
+            if !saw_format {
+                return Err(corrupt(
+                    offset,
+                    "MANIFEST does not start with a format version".into(),
+                ));
+            }
+            if let Some((level, _)) = edit
+                .added_files
+                .iter()
+                .find(|(level, _)| *level >= self.level_count)
+            {
+                return Err(corrupt(
+                    offset,
+                    format!(
+                        "file at level {level}, but the database is opened with {} levels",
+                        self.level_count
+                    ),
+                ));
+            }
+            builder
+                .apply(&edit)
+                .map_err(|reason| corrupt(offset, reason))?;
+            self.apply_counters(&edit);
+        }
+        if contents.record_count() == 0 {
+            return Err(corrupt(0, "MANIFEST holds no edit".into()));
+        }
+        builder.build().map_err(|reason| {
+            // Name the edit whose version first broke an invariant (decoded once more: only
+            // a damaged MANIFEST gets here).
+            let edits: Vec<(u64, VersionEdit)> = contents
+                .records()
+                .filter_map(|(offset, payload)| Some((offset, VersionEdit::decode(payload).ok()?)))
+                .collect();
+            match first_bad_edit(self.level_count, edits.iter().map(|(_, edit)| edit)) {
+                Some((index, reason)) => {
+                    corrupt(edits.get(index).map_or(0, |(offset, _)| *offset), reason)
+                }
+                None => corrupt(0, reason),
+            }
+        })
     }
 
     fn apply_counters(&mut self, edit: &VersionEdit) {
@@ -344,4 +360,20 @@ fn set_current(file_system: &dyn FileSystem, directory: &Path, number: u64) -> R
     drop(file);
     file_system.rename(&temporary, &filename::current_path(directory))?;
     file_system.sync_dir(directory)
+}
+
+/// Whether this build reads MANIFEST format `format`; the reason if not.
+fn check_manifest_format(format: u32) -> std::result::Result<(), String> {
+    if (MANIFEST_FORMAT_VERSION_OLDEST..=MANIFEST_FORMAT_VERSION).contains(&format) {
+        return Ok(());
+    }
+    let age = if format < MANIFEST_FORMAT_VERSION_OLDEST {
+        "is too old"
+    } else {
+        "is newer than this build"
+    };
+    Err(format!(
+        "MANIFEST format version {format} {age}; this build reads versions \
+         {MANIFEST_FORMAT_VERSION_OLDEST} to {MANIFEST_FORMAT_VERSION}"
+    ))
 }
