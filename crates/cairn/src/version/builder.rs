@@ -7,7 +7,9 @@
 //! `manifest_size_bytes_max` (64 MiB by default) of edits before it rolls over, hundreds of
 //! thousands of them, over a database of thousands of files. The builder keeps each level as
 //! a map from run id to the run's files and an index from file number to its place, so an
-//! edit costs O(its own files × log files); sorting and the invariant check run once.
+//! edit costs O(its own files) map operations (its run ids too: a map per edit, where
+//! `VersionEdit::run_of` would search a snapshot's list once per file); sorting and the
+//! invariant check run once.
 //!
 //! The result is the version the edit-by-edit replay gives whenever every version along the
 //! way is valid. A MANIFEST whose final version is invalid is reported where the replay
@@ -71,12 +73,18 @@ impl VersionBuilder {
             }
             self.placed.remove(&number);
         }
+        // `VersionEdit::run_of` searches the list: a snapshot edit of n files would cost
+        // O(n²). The first entry for a file wins, as `run_of` finds it.
+        let mut run_of: HashMap<u64, u64> = HashMap::with_capacity(edit.file_runs.len());
+        for &(number, run) in &edit.file_runs {
+            run_of.entry(number).or_insert(run);
+        }
         for (level, added) in &edit.added_files {
             let runs = self
                 .levels
                 .get_mut(*level)
                 .ok_or_else(|| format!("edit adds to level {level}, which does not exist"))?;
-            let id = match edit.run_of(added.number) {
+            let id = match run_of.get(&added.number).copied() {
                 Some(id) => id,
                 None if *level == 0 => added.number,
                 // Formats 1 and 2: the level's newest run, or its first.
