@@ -1,5 +1,6 @@
 //! cargo-fuzz target: see `cairn::testing::fuzzing::fuzz_wal_recovery` for what it drives and
-//! checks (WAL format v2: sync markers, point-in-time and strict recovery).
+//! checks (WALs of today's format, version 4: sync markers with a nonce; point-in-time and
+//! strict recovery).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

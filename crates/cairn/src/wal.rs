@@ -215,10 +215,10 @@ enum Markers {
     Unsigned,
     /// Version 4 and later: markers carrying this nonce, the header's.
     Signed(u64),
-    /// A WAL of today's version whose header is damaged, its nonce lost: every marker of
-    /// today's shape is believed, whatever its nonce. Disbelieving them could drop synced
+    /// A WAL whose header is damaged, its version and nonce lost with it: every marker of
+    /// either shape is believed, whatever its nonce. Disbelieving them could drop synced
     /// records as an unsynced tail; believing a forged one can only refuse the open.
-    AnySigned,
+    Any,
 }
 
 /// What `payload` is in a WAL whose markers are `markers`.
@@ -235,10 +235,11 @@ fn classify(payload: &[u8], markers: Markers) -> WalPayload {
         }
         Some(magic) if magic == WAL_SYNC_MARKER_MAGIC => {
             let signed = payload.len() == WAL_SYNC_MARKER_PAYLOAD_BYTES;
+            let unsigned = payload.len() == WAL_SYNC_MARKER_V2_PAYLOAD_BYTES;
             let durable = match markers {
-                Markers::Unsigned if payload.len() == WAL_SYNC_MARKER_V2_PAYLOAD_BYTES => field(8),
+                Markers::Unsigned | Markers::Any if unsigned => field(8),
                 Markers::Signed(nonce) if signed && field(8) == Some(nonce) => field(16),
-                Markers::AnySigned if signed => field(16),
+                Markers::Any if signed => field(16),
                 _ => return WalPayload::ForeignMarker,
             };
             WalPayload::SyncMarker(durable.unwrap_or(u64::MAX))
@@ -482,7 +483,7 @@ pub fn parse_wal(
         }
         // A damaged first record of a WAL known to have a header: this build's version, its
         // nonce lost with the header.
-        None if expect_header && !bytes.is_empty() => (WAL_FORMAT_VERSION, Markers::AnySigned),
+        None if expect_header && !bytes.is_empty() => (WAL_FORMAT_VERSION, Markers::Any),
         // A valid first record that is not a header: version 1, read by the old rules.
         _ => return parse_log_limited(bytes, path, payload_max),
     };

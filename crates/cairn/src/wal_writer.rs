@@ -54,10 +54,11 @@
 //!    holds the first reservation of the successor it installs: a record larger than the
 //!    segment size cannot be starved by small reservations landing in its successor first.
 //! 7. A log's file starts with the WAL header record (`wal::wal_header_record`, with the
-//!    log's random nonce), written with its first records. After a sync of the live log, the next bytes written (ahead of the
-//!    next records) are a sync marker naming the file length that sync made durable, at or
-//!    below the marker's own offset: recovery uses markers to tell damaged synced bytes
-//!    (corruption) from a hole in the unsynced tail. A marker is written only with records
+//!    log's random nonce), written with its first records. After a sync of the live log,
+//!    the next bytes written (ahead of the next records) are a sync marker (with the same
+//!    nonce) naming the file length that sync made durable, at or below the marker's own
+//!    offset: recovery uses markers to tell damaged synced bytes (corruption) from a hole
+//!    in the unsynced tail. A marker is written only with records
 //!    after it, so a finished log never ends in one, and the final sync of a finished log
 //!    (`sync_finished`) writes none: an unsynced trailing marker, torn by a power loss, would
 //!    read as a torn tail and hide every newer log. With syncs beside the leader (invariant

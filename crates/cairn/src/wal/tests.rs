@@ -234,3 +234,21 @@ fn a_foreign_marker_or_a_misshapen_header_is_corruption() {
     let contents = read(bytes, false, WalRecovery::Strict).unwrap();
     assert_eq!((contents.wal_version, contents.record_count()), (3, 0));
 }
+
+/// A damaged header loses the WAL's version and nonce: markers of either shape still count,
+/// so damage to synced bytes of a version-3 WAL is corruption, not a dropped tail.
+#[test]
+fn a_damaged_header_believes_markers_of_either_shape() {
+    let mut header = WAL_HEADER_MAGIC.to_vec();
+    header.extend_from_slice(&3u32.to_le_bytes());
+    let mut bytes = encode_record(&header);
+    let mut batch = 1u64.to_le_bytes().to_vec();
+    batch.extend_from_slice(&[1, 0, 0, 0, 9, 9, 9, 9]);
+    bytes.extend(encode_record(&batch));
+    bytes.extend(sync_marker_record_v2(bytes.len() as u64));
+    bytes[..8].fill(0);
+    match read(bytes, true, WalRecovery::PointInTime) {
+        Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 0),
+        other => panic!("{other:?}"),
+    }
+}
