@@ -1,15 +1,14 @@
 //! `VersionBuilder`: replays a MANIFEST's edits in place and builds the version they describe
 //! once, at the end.
 //!
-//! Why: [`apply_edit`](super::apply_edit) builds and checks a whole version for every edit —
-//! it copies every level, sorts every run and checks every invariant — so recovery that
+//! Why: applying one edit ([`apply_edit`](super::apply_edit), a builder over the current
+//! version) indexes every file, sorts every run and checks every invariant, so recovery that
 //! applied a MANIFEST's edits one by one cost O(edits × files). A MANIFEST may hold up to
 //! `manifest_size_bytes_max` (64 MiB by default) of edits before it rolls over, hundreds of
 //! thousands of them, over a database of thousands of files. The builder keeps each level as
 //! a map from run id to the run's files and an index from file number to its place, so an
-//! edit costs O(its own files) map operations (its run ids too: a map per edit, where
-//! `VersionEdit::run_of` would search a snapshot's list once per file); sorting and the
-//! invariant check run once.
+//! edit costs O(its own files) map operations (its run ids too: a map per edit, not a search
+//! of a snapshot's list once per file); sorting and the invariant check run once.
 //!
 //! The result is the version the edit-by-edit replay gives whenever every version along the
 //! way is valid. A MANIFEST whose final version is invalid is reported where the replay
@@ -52,8 +51,24 @@ impl VersionBuilder {
         }
     }
 
-    /// Applies `edit`: its deletions, then its additions, placed as `apply_edit` places
-    /// them. Errors name what the edit got wrong (a level that does not exist, a file
+    /// A builder holding `base`'s files (their `Arc<FileMeta>` shared, so opened tables stay
+    /// open).
+    pub(crate) fn from_version(base: &Version) -> Self {
+        let mut builder = VersionBuilder::new(base.levels.len());
+        for (index, (runs, level)) in builder.levels.iter_mut().zip(&base.levels).enumerate() {
+            for (id, files) in level.to_runs() {
+                let run = runs.entry(id).or_default();
+                for file in files {
+                    builder.placed.insert(file.number, (index, id));
+                    run.insert(file.number, file);
+                }
+            }
+        }
+        builder
+    }
+
+    /// Applies `edit`: its deletions, then its additions, placed as the module documentation
+    /// of `version` says. Errors name what the edit got wrong (a level that does not exist, a file
     /// deleted that is not there, a file added twice).
     pub(crate) fn apply(&mut self, edit: &VersionEdit) -> Result<(), String> {
         for &(level, number) in &edit.deleted_files {
@@ -73,8 +88,8 @@ impl VersionBuilder {
             }
             self.placed.remove(&number);
         }
-        // `VersionEdit::run_of` searches the list: a snapshot edit of n files would cost
-        // O(n²). The first entry for a file wins, as `run_of` finds it.
+        // A map, not a search of the list per file (a snapshot edit of n files would cost
+        // O(n²)). The first entry for a file wins.
         let mut run_of: HashMap<u64, u64> = HashMap::with_capacity(edit.file_runs.len());
         for &(number, run) in &edit.file_runs {
             run_of.entry(number).or_insert(run);

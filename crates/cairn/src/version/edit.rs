@@ -39,16 +39,6 @@ pub struct VersionEdit {
     pub file_runs: Vec<(u64, u64)>,
 }
 
-impl VersionEdit {
-    /// The run id `file_runs` records for added file `number`, if any.
-    pub fn run_of(&self, number: u64) -> Option<u64> {
-        self.file_runs
-            .iter()
-            .find(|(file, _)| *file == number)
-            .map(|&(_, run)| run)
-    }
-}
-
 /// A file added by an edit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddedFile {

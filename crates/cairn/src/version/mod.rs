@@ -513,51 +513,10 @@ fn check_level_structure(level: &Level) -> std::result::Result<(), String> {
 /// Applies `edit` to `base`, producing a new version. Tables already opened by `base` stay
 /// shared (the `Arc<FileMeta>` is reused). Deleted files leave their runs; added files are
 /// placed as the module doc says (into the run the edit names, else level 0: a run each;
-/// deeper: the newest run).
+/// deeper: the newest run). One edit through `builder::VersionBuilder`, which recovery uses
+/// for a whole MANIFEST.
 pub fn apply_edit(base: &Version, edit: &VersionEdit) -> std::result::Result<Version, String> {
-    let mut levels: Vec<Vec<(u64, Vec<Arc<FileMeta>>)>> =
-        base.levels.iter().map(Level::to_runs).collect();
-    for &(level, number) in &edit.deleted_files {
-        let runs = levels
-            .get_mut(level)
-            .ok_or_else(|| format!("edit deletes from level {level}, which does not exist"))?;
-        let before: usize = runs.iter().map(|(_, run)| run.len()).sum();
-        for (_, run) in runs.iter_mut() {
-            run.retain(|file| file.number != number);
-        }
-        if runs.iter().map(|(_, run)| run.len()).sum::<usize>() == before {
-            return Err(format!("edit deletes file {number}, not in level {level}"));
-        }
-    }
-    for (level, added) in &edit.added_files {
-        let runs = levels
-            .get_mut(*level)
-            .ok_or_else(|| format!("edit adds to level {level}, which does not exist"))?;
-        let file = Arc::new(added.to_meta());
-        let id = match edit.run_of(added.number) {
-            Some(id) => id,
-            None if *level == 0 => added.number,
-            // Formats 1 and 2: the level's newest run, or its first.
-            None => runs.iter().map(|(id, _)| *id).max().unwrap_or(0),
-        };
-        match runs.iter_mut().find(|(run_id, _)| *run_id == id) {
-            Some((_, run)) => run.push(file),
-            None => runs.push((id, vec![file])),
-        }
-    }
-    for runs in &mut levels {
-        runs.retain(|(_, run)| !run.is_empty());
-        runs.sort_by_key(|(id, _)| std::cmp::Reverse(*id));
-        for (_, run) in runs.iter_mut() {
-            run.sort_by(|a, b| compare_internal_keys(&a.smallest, &b.smallest));
-        }
-    }
-    let version = Version {
-        levels: levels
-            .into_iter()
-            .map(Level::from_identified_runs)
-            .collect(),
-    };
-    version.check_invariants()?;
-    Ok(version)
+    let mut builder = builder::VersionBuilder::from_version(base);
+    builder.apply(edit)?;
+    builder.build()
 }
