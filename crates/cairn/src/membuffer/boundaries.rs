@@ -20,6 +20,10 @@
 
 use std::sync::Mutex;
 
+/// Up to this many boundaries `partition_of` counts the prefixes instead of searching them
+/// (`Boundaries::prefix_counts`).
+const LINEAR_BOUNDARIES_MAX: usize = 64;
+
 /// The partition boundaries (invariant 1) and their prefixes (invariant 3).
 #[derive(Debug)]
 pub(super) struct Boundaries {
@@ -68,10 +72,35 @@ impl Boundaries {
         let wanted = prefix(key);
         // Invariant 3: a smaller prefix is a smaller boundary, a larger one a larger; only
         // boundaries with the key's own prefix need their bytes compared.
-        let below = self.prefixes.partition_point(|&other| other < wanted);
-        let through = self.prefixes.partition_point(|&other| other <= wanted);
+        let (below, through) = self.prefix_counts(wanted);
         let tied = self.keys.get(below..through).unwrap_or_default();
         below + tied.partition_point(|boundary| boundary.as_slice() <= key)
+    }
+
+    /// How many boundary prefixes are below `wanted`, and how many at or below it.
+    ///
+    /// Why two ways: every write and every scan's seek asks for a partition. A binary
+    /// search over the default 15 boundaries takes two rounds of four unpredictable
+    /// branches; a count over all of them is branch-free and vectorises. Measured in YCSB E
+    /// profiles at 2 threads: `partition_of`'s own share of the CPU went from 0.40 % to
+    /// 0.26 %. Past `LINEAR_BOUNDARIES_MAX` (up to 1,023 boundaries are allowed) a count
+    /// would touch every one of them, so the search stays.
+    #[inline]
+    fn prefix_counts(&self, wanted: u64) -> (usize, usize) {
+        if self.prefixes.len() > LINEAR_BOUNDARIES_MAX {
+            return (
+                self.prefixes.partition_point(|&other| other < wanted),
+                self.prefixes.partition_point(|&other| other <= wanted),
+            );
+        }
+        self.prefixes
+            .iter()
+            .fold((0, 0), |(below, through), &other| {
+                (
+                    below + usize::from(other < wanted),
+                    through + usize::from(other <= wanted),
+                )
+            })
     }
 
     /// The smallest key of partition `partition`: None for the first (it is open below) and
@@ -146,9 +175,12 @@ mod tests {
                 })
                 .collect::<Vec<u8>>()
         };
-        for _ in 0..50 {
-            let sample: Vec<Vec<u8>> = (0..64).map(|_| random_key()).collect();
-            let boundaries = Boundaries::from_sample(sample, 16);
+        // 16 and 64 partitions count the prefixes; 200 search them (`LINEAR_BOUNDARIES_MAX`).
+        let mut searched = 0;
+        for (round, partitions) in (0..60).zip([16, 64, 200].into_iter().cycle()) {
+            let sample: Vec<Vec<u8>> = (0..64 + round * 8).map(|_| random_key()).collect();
+            let boundaries = Boundaries::from_sample(sample, partitions);
+            searched += usize::from(boundaries.keys.len() > super::LINEAR_BOUNDARIES_MAX);
             for _ in 0..500 {
                 let key = random_key();
                 let by_bytes = boundaries
@@ -159,6 +191,10 @@ mod tests {
                 assert_eq!(boundaries.partition_of(&key), by_bytes, "{key:?}");
             }
         }
+        assert!(
+            searched >= 10,
+            "only {searched} rounds took the binary search"
+        );
     }
 
     fn spread(keys: impl Iterator<Item = Vec<u8>>, partitions: usize) -> Vec<usize> {
