@@ -2,7 +2,8 @@
 # Session 27's runs, in order. BIN: release cairn-bench built with
 # `--features rocksdb,leveldb,flodb-variants`; OLD: a second binary for the A/B step.
 #   BIN=... [OLD=...] run.sh OUT [STEP...]
-# STEP: fig17-variants, fig17-partitions, fig17-ab, ycsb-e, fig15-alternating, fig16
+# STEP: fig17-variants, fig17-partitions, fig17-ab, ycsb-e, fig15-alternating, fig16,
+# noregress
 # (default: all, in that order). Never run two at once on a 2-core machine.
 set -euo pipefail
 BIN="${BIN:?release cairn-bench}"
@@ -20,7 +21,7 @@ fig17_cell() { # fig17_cell BINARY EXTRA-FLAGS...
     --out "$DB/out" --no_plots --progress false "$@" 2>&1 | grep -E "rep [0-9]"
   rm -rf "$DB/db"
 }
-for step in "${@:-fig17-variants fig17-partitions fig17-ab ycsb-e fig15-alternating fig16}"; do
+for step in "${@:-fig17-variants fig17-partitions fig17-ab ycsb-e fig15-alternating fig16 noregress}"; do
   for one in $step; do
     case "$one" in
       fig17-variants)
@@ -63,6 +64,7 @@ for step in "${@:-fig17-variants fig17-partitions fig17-ab ycsb-e fig15-alternat
           done
         done > "$OUT/fig15-alternating.txt" ;;
       fig16) CAIRN_BENCH="$BIN" REPS=2 BUDGETS="64 256" bench/flodb/run.sh fig16 "$OUT" ;;
+      noregress) CAIRN_BENCH="$BIN" REPS=3 bench/flodb/run.sh noregress "$OUT" ;;
       *) echo "unknown step $one" >&2; exit 2 ;;
     esac
   done
