@@ -150,6 +150,24 @@ fn golden_wal_records() {
     }
 }
 
+/// The payloads of the WAL header and sync marker goldens in `directory`, read as one log
+/// (header first).
+fn header_and_marker_payloads(directory: &str) -> Vec<Vec<u8>> {
+    let contents = parse_log(
+        [
+            golden_in(directory, "wal-header.bin"),
+            golden_in(directory, "wal-sync-marker.bin"),
+        ]
+        .concat(),
+        Path::new("/000009.log"),
+    )
+    .unwrap();
+    contents
+        .records()
+        .map(|(_, payload)| payload.to_vec())
+        .collect()
+}
+
 #[test]
 fn golden_v2_wal_header_and_sync_marker() {
     // Today's header and marker carry a nonce (version 4, `golden_v4_wal_header_and_sync_marker`);
@@ -158,16 +176,7 @@ fn golden_v2_wal_header_and_sync_marker() {
         golden_v2("wal-sync-marker.bin"),
         cairn::testing::wal::sync_marker_record_v2(0x0102_0304_0506)
     );
-    let contents = parse_log(
-        [
-            golden_v2("wal-header.bin"),
-            golden_v2("wal-sync-marker.bin"),
-        ]
-        .concat(),
-        Path::new("/000009.log"),
-    )
-    .unwrap();
-    let payloads: Vec<&[u8]> = contents.records().map(|(_, payload)| payload).collect();
+    let payloads = header_and_marker_payloads(GOLDEN_V2);
     assert_eq!(payloads[0], b"cairnWAL\x02\0\0\0");
     assert_eq!(payloads[1], b"cairnSYN\x06\x05\x04\x03\x02\x01\0\0");
 }
@@ -185,16 +194,7 @@ fn golden_v4_wal_header_and_sync_marker() {
         "wal-sync-marker.bin",
         &cairn::testing::wal::sync_marker_record(NONCE, 0x0102_0304_0506),
     );
-    let contents = parse_log(
-        [
-            golden_v4("wal-header.bin"),
-            golden_v4("wal-sync-marker.bin"),
-        ]
-        .concat(),
-        Path::new("/000009.log"),
-    )
-    .unwrap();
-    let payloads: Vec<&[u8]> = contents.records().map(|(_, payload)| payload).collect();
+    let payloads = header_and_marker_payloads(GOLDEN_V4);
     assert_eq!(
         payloads[0],
         b"cairnWAL\x04\0\0\0\x88\x77\x66\x55\x44\x33\x22\x11"

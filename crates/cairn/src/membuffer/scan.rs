@@ -293,6 +293,15 @@ impl Membuffer {
         versions
     }
 
+    /// A stamp no drain is quiet since: a cursor not positioned yet holds it, so a crossing
+    /// before its first seek re-seeks (it cannot: every forward move starts with one).
+    pub(crate) fn unpositioned_stamp() -> DrainStamp {
+        DrainStamp {
+            started: u64::MAX,
+            quiet: false,
+        }
+    }
+
     /// A stamp of the drains so far; take it just before positioning a memtable cursor.
     pub(crate) fn drain_stamp(&self) -> DrainStamp {
         let started = self.drains_started.load(Ordering::SeqCst);

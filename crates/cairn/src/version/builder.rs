@@ -1,9 +1,9 @@
 //! `VersionBuilder`: replays a MANIFEST's edits in place and builds the version they describe
 //! once, at the end.
 //!
-//! Why: applying one edit ([`apply_edit`](super::apply_edit), a builder over the current
-//! version) indexes every file, sorts every run and checks every invariant, so recovery that
-//! applied a MANIFEST's edits one by one cost O(edits × files). A MANIFEST may hold up to
+//! Why: applying one edit ([`apply_edit`](super::apply_edit)) copies each level it touches
+//! (and sorts the runs that gained files), so recovery that applied a MANIFEST's edits one by
+//! one would cost O(edits × files) on a database whose edits keep touching its largest level. A MANIFEST may hold up to
 //! `manifest_size_bytes_max` (64 MiB by default) of edits before it rolls over, hundreds of
 //! thousands of them, over a database of thousands of files. The builder keeps each level as
 //! a map from run id to the run's files and an index from file number to its place, so an
@@ -53,6 +53,7 @@ impl VersionBuilder {
 
     /// A builder holding `base`'s files (their `Arc<FileMeta>` shared, so opened tables stay
     /// open).
+    #[cfg(test)]
     pub(crate) fn from_version(base: &Version) -> Self {
         let mut builder = VersionBuilder::new(base.levels.len());
         for (index, (runs, level)) in builder.levels.iter_mut().zip(&base.levels).enumerate() {
@@ -111,8 +112,11 @@ impl VersionBuilder {
             let file = Arc::new(added.to_meta());
             runs.entry(id).or_default().insert(added.number, file);
         }
-        // Invariant 2.
-        for &(level, _) in &edit.deleted_files {
+        // Invariant 2, once per level the edit deleted from (not once per deleted file).
+        let mut emptied: Vec<usize> = edit.deleted_files.iter().map(|&(level, _)| level).collect();
+        emptied.sort_unstable();
+        emptied.dedup();
+        for level in emptied {
             if let Some(runs) = self.levels.get_mut(level) {
                 runs.retain(|_, run| !run.is_empty());
             }
@@ -135,9 +139,7 @@ impl VersionBuilder {
                 .collect();
             Level::from_identified_runs(runs)
         });
-        let version = Version {
-            levels: levels.collect(),
-        };
+        let version = Version::from_levels(levels.collect());
         version.check_invariants()?;
         Ok(version)
     }

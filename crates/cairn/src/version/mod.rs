@@ -32,21 +32,25 @@
 //!
 //! [`Version::check_invariants`] checks 1, 2, 4 and 6 (and that each file's smallest key is not
 //! above its largest); 3 is kept by construction (placement above, and compactions that only
-//! ever write a level's output below or beside older data). It runs on every version built by
-//! `apply_edit` and on the version recovery builds from a MANIFEST (`builder`), so a MANIFEST
-//! describing an impossible shape is reported as corruption.
+//! ever write a level's output below or beside older data). It runs on the version recovery
+//! builds from a MANIFEST (`builder`), so a MANIFEST describing an impossible shape is reported
+//! as corruption. [`apply_edit`] checks only what one edit can break (`apply`, invariant 2),
+//! so that a flush's install does not cost the whole version; the `invariants` feature runs
+//! the full check there too.
 //!
 //! Thread-safety contract: `Version`, `Level` and `FileMeta` are immutable once built and shared
 //! by `Arc` (a `FileMeta` caches its opened table in a `OnceLock`); `VersionSet` is not
 //! synchronised itself — the database holds it in a mutex taken only by background work and
 //! open, never by reads or writes.
 
+mod apply;
 mod builder;
 mod edit;
 mod set;
 #[cfg(test)]
 mod tests;
 
+pub use apply::apply_edit;
 pub use edit::{AddedFile, VersionEdit};
 pub use set::VersionSet;
 
@@ -277,6 +281,7 @@ impl Level {
     }
 
     /// The level's runs as owned `(run id, files)` lists (to rebuild a level).
+    #[cfg(test)]
     fn to_runs(&self) -> Vec<(u64, Vec<Arc<FileMeta>>)> {
         self.run_ids
             .iter()
@@ -289,14 +294,21 @@ impl Level {
 /// An immutable set of files, arranged in levels of sorted runs (module doc).
 #[derive(Debug, Default)]
 pub struct Version {
-    levels: Vec<Level>,
+    /// Shared with the versions before and after it that did not edit the level.
+    levels: Vec<Arc<Level>>,
+    /// No file number above this is in the version (0 when empty): an added file above it is
+    /// known to be fresh without a search (`apply`).
+    file_number_max: u64,
 }
 
 impl Version {
     /// An empty version with `level_count` levels.
     pub fn empty(level_count: usize) -> Self {
         Version {
-            levels: vec![Level::default(); level_count],
+            levels: (0..level_count)
+                .map(|_| Arc::new(Level::default()))
+                .collect(),
+            file_number_max: 0,
         }
     }
 
@@ -305,12 +317,26 @@ impl Version {
     /// Nothing is checked here: call [`Version::check_invariants`] (tests build bad shapes
     /// on purpose).
     pub fn from_runs(levels: Vec<Vec<Vec<Arc<FileMeta>>>>) -> Self {
-        Version {
-            levels: levels
+        Version::from_levels(
+            levels
                 .into_iter()
                 .enumerate()
                 .map(|(index, runs)| Level::from_runs(index, runs))
                 .collect(),
+        )
+    }
+
+    /// A version of `levels` (nothing checked).
+    fn from_levels(levels: Vec<Level>) -> Self {
+        let file_number_max = levels
+            .iter()
+            .flat_map(Level::files)
+            .map(|file| file.number)
+            .max()
+            .unwrap_or(0);
+        Version {
+            levels: levels.into_iter().map(Arc::new).collect(),
+            file_number_max,
         }
     }
 
@@ -335,7 +361,7 @@ impl Version {
             run_ends: Vec::new(),
             run_ids: Vec::new(),
         };
-        self.levels.get(level).unwrap_or(&EMPTY)
+        self.levels.get(level).map_or(&EMPTY, |level| level)
     }
 
     /// Every file in `level`, run by run (empty for a level out of range). At level 0 this
@@ -428,34 +454,14 @@ impl Version {
     pub fn file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
         self.levels
             .iter()
-            .flat_map(Level::files)
+            .flat_map(|level| level.files())
             .map(|file| file.number)
     }
 
     /// Checks invariants 1, 2, 4 and 6 of the module doc, and that no file has its smallest key
     /// above its largest. Cheap (linear), so it runs on every version `apply_edit` builds.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
-        let level0 = self.level(0);
-        if level0.runs().any(|run| run.files().len() != 1) {
-            return Err("level 0 holds a run of more than one file".into());
-        }
-        for pair in level0.files().windows(2) {
-            let [newer, older] = pair else { continue };
-            if newer.number <= older.number {
-                return Err(format!(
-                    "level 0 not newest first: {} before {}",
-                    newer.number, older.number
-                ));
-            }
-        }
-        if let Some((file, id)) = level0
-            .files()
-            .iter()
-            .zip(&level0.run_ids)
-            .find(|(file, id)| file.number != **id)
-        {
-            return Err(format!("level-0 file {} in run {id}", file.number));
-        }
+        check_level0(self.level(0))?;
         for (index, level) in self.levels.iter().enumerate() {
             check_level_structure(level).map_err(|reason| format!("level {index}: {reason}"))?;
             for run in level.runs() {
@@ -463,9 +469,7 @@ impl Version {
                     .map_err(|reason| format!("level {index}: {reason}"))?;
             }
             for file in level.files() {
-                if compare_internal_keys(&file.smallest, &file.largest) == Ordering::Greater {
-                    return Err(format!("file {} has smallest > largest", file.number));
-                }
+                check_file_keys(file)?;
             }
         }
         let mut seen = HashSet::new();
@@ -474,6 +478,40 @@ impl Version {
         }
         Ok(())
     }
+}
+
+/// Invariants 1 and 6 at level 0: one file per run, newest first, each run's id its file's
+/// number.
+fn check_level0(level0: &Level) -> std::result::Result<(), String> {
+    if level0.runs().any(|run| run.files().len() != 1) {
+        return Err("level 0 holds a run of more than one file".into());
+    }
+    for pair in level0.files().windows(2) {
+        let [newer, older] = pair else { continue };
+        if newer.number <= older.number {
+            return Err(format!(
+                "level 0 not newest first: {} before {}",
+                newer.number, older.number
+            ));
+        }
+    }
+    if let Some((file, id)) = level0
+        .files()
+        .iter()
+        .zip(&level0.run_ids)
+        .find(|(file, id)| file.number != **id)
+    {
+        return Err(format!("level-0 file {} in run {id}", file.number));
+    }
+    Ok(())
+}
+
+/// A file's smallest key is not above its largest.
+fn check_file_keys(file: &FileMeta) -> std::result::Result<(), String> {
+    if compare_internal_keys(&file.smallest, &file.largest) == Ordering::Greater {
+        return Err(format!("file {} has smallest > largest", file.number));
+    }
+    Ok(())
 }
 
 /// Invariants 4 and 6 and the bookkeeping behind them: run ends strictly ascending, ending at
@@ -508,15 +546,4 @@ fn check_level_structure(level: &Level) -> std::result::Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Applies `edit` to `base`, producing a new version. Tables already opened by `base` stay
-/// shared (the `Arc<FileMeta>` is reused). Deleted files leave their runs; added files are
-/// placed as the module doc says (into the run the edit names, else level 0: a run each;
-/// deeper: the newest run). One edit through `builder::VersionBuilder`, which recovery uses
-/// for a whole MANIFEST.
-pub fn apply_edit(base: &Version, edit: &VersionEdit) -> std::result::Result<Version, String> {
-    let mut builder = builder::VersionBuilder::from_version(base);
-    builder.apply(edit)?;
-    builder.build()
 }
