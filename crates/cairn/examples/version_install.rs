@@ -10,28 +10,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cairn::testing::key::{internal_key, ValueKind};
-use cairn::testing::version::{AddedFile, VersionEdit, VersionSet, MANIFEST_FORMAT_VERSION};
+#[path = "common/tables.rs"]
+mod tables;
+
+use cairn::testing::version::{VersionEdit, VersionSet, MANIFEST_FORMAT_VERSION};
 use cairn::{FileSystem, MemFs};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// The run every table belongs to.
-const RUN_ID: u64 = 1;
-
-/// Table `slot`'s key range, under file number `number`.
-fn table(slot: u64, number: u64) -> AddedFile {
-    let key = |offset: u64| internal_key(&(slot * 10 + offset).to_be_bytes(), 1, ValueKind::Put);
-    AddedFile {
-        number,
-        size_bytes: 64 << 20,
-        smallest: key(0),
-        largest: key(9),
-        smallest_sequence: 1,
-        largest_sequence: 1,
-    }
-}
+use tables::{table, RUN_ID};
 
 /// A version set over `files` tables, and their numbers by slot.
 fn populated(files: u64) -> (VersionSet, Vec<u64>) {
