@@ -131,8 +131,8 @@ fn edit_level(
     Ok(level)
 }
 
-/// `base`'s runs (id, files kept, none gained yet) without the files `edit` deletes from level `index`;
-/// an error if one of those is not there (or is deleted twice).
+/// `base`'s runs (id, files kept, none gained yet) without the files `edit` deletes from
+/// level `index`; an error if one of those is not there (or is deleted twice).
 fn without_deleted(
     base: &Level,
     index: usize,

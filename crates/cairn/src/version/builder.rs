@@ -1,9 +1,9 @@
 //! `VersionBuilder`: replays a MANIFEST's edits in place and builds the version they describe
 //! once, at the end.
 //!
-//! Why: applying one edit ([`apply_edit`](super::apply_edit)) copies each level it touches
-//! (and sorts the runs that gained files), so recovery that applied a MANIFEST's edits one by
-//! one would cost O(edits × files) on a database whose edits keep touching its largest level. A MANIFEST may hold up to
+//! Why: applying one edit ([`apply_edit`](super::apply_edit)) copies each level it touches,
+//! so recovery that applied a MANIFEST's edits one by one would cost O(edits × files) on a
+//! database whose edits keep touching its largest level. A MANIFEST may hold up to
 //! `manifest_size_bytes_max` (64 MiB by default) of edits before it rolls over, hundreds of
 //! thousands of them, over a database of thousands of files. The builder keeps each level as
 //! a map from run id to the run's files and an index from file number to its place, so an
