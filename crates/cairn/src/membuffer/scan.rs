@@ -293,8 +293,9 @@ impl Membuffer {
         versions
     }
 
-    /// A stamp no drain is quiet since: a cursor not positioned yet holds it, so a crossing
-    /// before its first seek re-seeks (it cannot: every forward move starts with one).
+    /// A stamp no drain is quiet since, for a cursor not positioned yet. Its first seek
+    /// replaces it before any partition crossing reads it; a crossing that did read it would
+    /// only re-seek, which is always safe.
     pub(crate) fn unpositioned_stamp() -> DrainStamp {
         DrainStamp {
             started: u64::MAX,

@@ -459,7 +459,8 @@ impl Version {
     }
 
     /// Checks invariants 1, 2, 4 and 6 of the module doc, and that no file has its smallest key
-    /// above its largest. Cheap (linear), so it runs on every version `apply_edit` builds.
+    /// above its largest. Linear in the files (and it hashes every number): recovery's builder
+    /// runs it once, `apply_edit` only under the `invariants` feature.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
         check_level0(self.level(0))?;
         for (index, level) in self.levels.iter().enumerate() {
