@@ -2,7 +2,7 @@
 # Session 28's runs, in order. BIN: release cairn-bench built with
 # `--features rocksdb,leveldb,flodb-variants`.
 #   BIN=... run.sh OUT [STEP...]
-# STEP: version-install, ceiling, ycsb-e (default: all, in that order). Never run two at
+# STEP: version-install, ceiling, ycsb-e, scan-write (default: all, in that order). Never run two at
 # once on a 2-core machine. version-install times this tree's example; to time another
 # commit, build the same example there (it needs only `cairn::testing`).
 set -euo pipefail
@@ -11,7 +11,7 @@ OUT="${1:?output directory}"
 shift
 mkdir -p "$OUT"
 DB="$(mktemp -d "${TMPDIR:-/tmp}/cairn-s28.XXXXXX")"
-for step in "${@:-version-install ceiling ycsb-e}"; do
+for step in "${@:-version-install ceiling ycsb-e scan-write}"; do
   for one in $step; do
     case "$one" in
       version-install)
@@ -33,6 +33,12 @@ for step in "${@:-version-install ceiling ycsb-e}"; do
           --benchmarks "compact$(printf ',ycsb_e%.0s' $(seq 12))" --num 2000000 --threads 1,2 \
           --duration 10 --repetitions 2 --db "$DB/db" --out "$OUT/ycsbe" --no_plots \
           --progress false > "$OUT/ycsbe.txt" 2>&1
+        rm -rf "$DB/db" ;;
+      scan-write)
+        "$BIN" --engines cairn-membuffer,cairn-nomembuffer,rocksdb --interleave_phases \
+          --benchmarks "compact$(printf ',flodb_scan_write%.0s' $(seq 6))" --num 2000000 \
+          --threads 1,2 --duration 10 --repetitions 2 --db "$DB/db" --out "$OUT/scanwrite" \
+          --no_plots --progress false > "$OUT/scanwrite.txt" 2>&1
         rm -rf "$DB/db" ;;
       *) echo "unknown step $one" >&2; exit 2 ;;
     esac
