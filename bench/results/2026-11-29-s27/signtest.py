@@ -21,13 +21,17 @@ def main():
         found = re.search(r"^(\S+ t=\d+): .* per pair (.*)", line)
         if not found:
             continue
-        ratios = [float(x) for x in found.group(2).split(", ")]
-        n, below = len(ratios), sum(r < 1 for r in ratios)
-        k = max(below, n - below)
-        p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n)
-        q1, _, q3 = statistics.quantiles(ratios, n=4)
-        print(f"{found.group(1)}: {n} pairs, {below} below 1 (sign test p = {p:.3f}),"
-              f" median {statistics.median(ratios):.3f}, quartiles {q1:.3f}-{q3:.3f}")
+        print(summary(found.group(1), [float(x) for x in found.group(2).split(", ")]))
+
+
+def summary(cell, ratios):
+    """One cell's line: pairs below 1, the two-sided sign test's p, median and quartiles."""
+    n, below = len(ratios), sum(r < 1 for r in ratios)
+    k = max(below, n - below)
+    p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n)
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return (f"{cell}: {n} pairs, {below} below 1 (sign test p = {p:.3f}),"
+            f" median {statistics.median(ratios):.3f}, quartiles {q1:.3f}-{q3:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """Sign test over the pairs of several runs pooled per cell (`../2026-11-29-s26/pairs.py`
-on each file): how many pairs fall below 1, the two-sided binomial p, the median and the
-quartiles of the ratios.
+on each file; the summary line is `../2026-11-29-s27/signtest.py`'s): how many pairs fall
+below 1, the two-sided binomial p, the median and the quartiles of the ratios.
 
   python3 pooled.py RUN.txt [RUN.txt ...]
 """
-import math
 import re
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-PAIRS = Path(__file__).resolve().parent.parent / "2026-11-29-s26" / "pairs.py"
+RESULTS = Path(__file__).resolve().parent.parent
+PAIRS = RESULTS / "2026-11-29-s26" / "pairs.py"
+sys.path.insert(0, str(RESULTS / "2026-11-29-s27"))
+from signtest import summary  # noqa: E402  (the path is set just above)
 
 
 def cells(path):
@@ -30,13 +31,7 @@ def main():
         for cell, ratios in cells(path):
             pooled.setdefault(cell, []).extend(ratios)
     for cell, ratios in pooled.items():
-        n, below = len(ratios), sum(r < 1 for r in ratios)
-        k = max(below, n - below)
-        p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n)
-        q1, _, q3 = statistics.quantiles(ratios, n=4)
-        print(f"{cell}: {n} pairs, {below} below 1 (sign test p = {p:.3f}),"
-              f" median {statistics.median(ratios):.3f}, quartiles {q1:.3f}-{q3:.3f}")
-
+        print(summary(cell, ratios))
 
 if __name__ == "__main__":
     main()

@@ -2,9 +2,9 @@
 # Session 28's runs, in order. BIN: release cairn-bench built with
 # `--features rocksdb,leveldb,flodb-variants`.
 #   BIN=... run.sh OUT [STEP...]
-# STEP: version-install, ceiling, ycsb-e, scan-write (default: all, in that order). Never run two at
-# once on a 2-core machine. version-install times this tree's example; to time another
-# commit, build the same example there (it needs only `cairn::testing`).
+# STEP: version-install, ceiling, ycsb-e (session 27's step), scan-write (default: all, in
+# that order). Never run two at once on a 2-core machine. version-install times this tree's
+# example; to time another commit, build the same example there (it needs `cairn::testing`).
 set -euo pipefail
 BIN="${BIN:?release cairn-bench}"
 OUT="${1:?output directory}"
@@ -29,11 +29,8 @@ for step in "${@:-version-install ceiling ycsb-e scan-write}"; do
           > "$OUT/ceiling.txt" 2>&1
         rm -rf "$DB/db" ;;
       ycsb-e)
-        "$BIN" --engines cairn-membuffer,cairn-nomembuffer --interleave_phases \
-          --benchmarks "compact$(printf ',ycsb_e%.0s' $(seq 12))" --num 2000000 --threads 1,2 \
-          --duration 10 --repetitions 2 --db "$DB/db" --out "$OUT/ycsbe" --no_plots \
-          --progress false > "$OUT/ycsbe.txt" 2>&1
-        rm -rf "$DB/db" ;;
+        # Session 27's step, unchanged: 24 interleaved pairs per thread count.
+        BIN="$BIN" "$(dirname "$0")/../2026-11-29-s27/run.sh" "$OUT" ycsb-e ;;
       scan-write)
         "$BIN" --engines cairn-membuffer,cairn-nomembuffer,rocksdb --interleave_phases \
           --benchmarks "compact$(printf ',flodb_scan_write%.0s' $(seq 6))" --num 2000000 \

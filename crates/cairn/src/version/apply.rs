@@ -43,12 +43,7 @@ type EditedRun = (u64, Vec<Arc<FileMeta>>, Vec<Arc<FileMeta>>);
 /// file deleted that is not there, a file listed twice, a shape the invariants refuse.
 pub fn apply_edit(base: &Version, edit: &VersionEdit) -> std::result::Result<Version, String> {
     let touched = touched_levels(base, edit)?;
-    // A map, not a search of the list per file (a snapshot edit of n files would cost
-    // O(n²)). The first entry for a file wins.
-    let mut run_of: HashMap<u64, u64> = HashMap::with_capacity(edit.file_runs.len());
-    for &(number, run) in &edit.file_runs {
-        run_of.entry(number).or_insert(run);
-    }
+    let run_of = edit.runs_named();
     let mut levels = base.levels.clone();
     for (index, slot) in levels.iter_mut().enumerate() {
         if touched.get(index).copied().unwrap_or(false) {
@@ -100,12 +95,8 @@ fn edit_level(
     let mut runs = without_deleted(base, index, edit)?;
     let mut added = Vec::new();
     for (_, file) in edit.added_files.iter().filter(|(level, _)| *level == index) {
-        let id = match run_of.get(&file.number).copied() {
-            Some(id) => id,
-            None if index == 0 => file.number,
-            // Formats 1 and 2: the level's newest run, or its first.
-            None => runs.iter().map(|(id, _, _)| *id).max().unwrap_or(0),
-        };
+        let newest = runs.iter().map(|(id, _, _)| *id).max();
+        let id = VersionEdit::run_for(file.number, index, run_of, newest);
         let file = Arc::new(file.to_meta());
         check_file_keys(&file)?;
         added.push(Arc::clone(&file));

@@ -89,23 +89,14 @@ impl VersionBuilder {
             }
             self.placed.remove(&number);
         }
-        // A map, not a search of the list per file (a snapshot edit of n files would cost
-        // O(n²)). The first entry for a file wins.
-        let mut run_of: HashMap<u64, u64> = HashMap::with_capacity(edit.file_runs.len());
-        for &(number, run) in &edit.file_runs {
-            run_of.entry(number).or_insert(run);
-        }
+        let run_of = edit.runs_named();
         for (level, added) in &edit.added_files {
             let runs = self
                 .levels
                 .get_mut(*level)
                 .ok_or_else(|| format!("edit adds to level {level}, which does not exist"))?;
-            let id = match run_of.get(&added.number).copied() {
-                Some(id) => id,
-                None if *level == 0 => added.number,
-                // Formats 1 and 2: the level's newest run, or its first.
-                None => runs.keys().next_back().copied().unwrap_or(0),
-            };
+            let newest = runs.keys().next_back().copied();
+            let id = VersionEdit::run_for(added.number, *level, &run_of, newest);
             if self.placed.insert(added.number, (*level, id)).is_some() {
                 return Err(format!("file {} is listed twice", added.number));
             }

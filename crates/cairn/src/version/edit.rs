@@ -104,6 +104,34 @@ fn level_byte(level: usize) -> u8 {
 }
 
 impl VersionEdit {
+    /// The run each added file names (`file_runs`), as a map: the first entry for a file
+    /// wins. A map, not a search of the list per file (a snapshot edit of n files would cost
+    /// O(n²)).
+    pub(crate) fn runs_named(&self) -> std::collections::HashMap<u64, u64> {
+        let mut run_of = std::collections::HashMap::with_capacity(self.file_runs.len());
+        for &(number, run) in &self.file_runs {
+            run_of.entry(number).or_insert(run);
+        }
+        run_of
+    }
+
+    /// The run id an added file `number` joins at `level` (the placement rule of the
+    /// `version` module documentation): the run `runs_named` gives it, else at level 0 a run
+    /// of its own, else the level's newest run `newest` (formats 1 and 2, one run per level),
+    /// or run 0 in an empty level.
+    pub(crate) fn run_for(
+        number: u64,
+        level: usize,
+        runs_named: &std::collections::HashMap<u64, u64>,
+        newest: Option<u64>,
+    ) -> u64 {
+        match runs_named.get(&number).copied() {
+            Some(id) => id,
+            None if level == 0 => number,
+            None => newest.unwrap_or(0),
+        }
+    }
+
     /// Encodes the edit (docs/format.md, "MANIFEST record payload", is the byte layout).
     pub fn encode(&self) -> Vec<u8> {
         let mut buffer = Vec::new();
