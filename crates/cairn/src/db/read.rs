@@ -239,8 +239,8 @@ impl DbInner {
         let Some(gate) = self.overwrite_gate.as_ref() else {
             return (sequence, arc_swap::Guard::into_inner(super_version), None);
         };
-        let hold = gate.hold();
-        if !gate.announced_at_most(sequence) {
+        let (hold, quiet) = gate.hold_at(sequence);
+        if !quiet {
             // Not held across the wait: a guard pins the super version it loaded.
             drop(super_version);
             Counters::add(&self.counters.membuffer.scan_waits, 1);

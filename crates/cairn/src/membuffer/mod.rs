@@ -86,6 +86,14 @@
 //!    `drains_finished` after it moved the last one (both `SeqCst`), so a memtable that no
 //!    drain touched between two moments shows the same start count at both and no drain
 //!    running at the first (`scan::DrainStamp`).
+//! 6. A partition's `occupied` exceeds the generation of every table of it that a writer
+//!    put a version into (or found full), from before that writer returns; a table's
+//!    generation is the partition's swap count while it is current, and a drain sets
+//!    `draining` before it counts the swap. So a partition whose `occupied`, loaded after
+//!    its swap count `s`, is at most `s`, and whose `draining` is null after that, holds no
+//!    version whose insert completed before the load of `s`: its current table (generation
+//!    `s`) holds none, and every older table was moved (`Partition::pending_since`). A scan
+//!    tells whether to drain from these words alone, without pinning or reading a table.
 
 mod boundaries;
 mod drainer;
@@ -153,6 +161,31 @@ struct Partition {
     table_bytes: AtomicUsize,
     /// Record size the current table expects (`sizing::next_record_bytes`); as `table_bytes`.
     record_bytes: AtomicUsize,
+    /// One more than the newest generation a writer put a version into or found full
+    /// (invariant 6).
+    occupied: AtomicU64,
+}
+
+impl Partition {
+    /// After a writer put a version into (or found full) its table of `generation`
+    /// (invariant 6). A load first: the word is written once per table, not per write.
+    #[inline]
+    fn mark_occupied(&self, generation: u64) {
+        if self.occupied.load(Ordering::Relaxed) <= generation {
+            self.occupied.fetch_max(generation + 1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the partition may hold versions a scan must see moved (or copied), for a scan
+    /// that loaded its swap count `seen` just before (invariant 6).
+    ///
+    /// Why a writer's skipped `fetch_max` is still seen: its load saw another writer's
+    /// raise, and that load comes before its write is published, so a scan whose read point
+    /// covers the write loads the raise or a larger value (read-read coherence).
+    fn pending_since(&self, seen: u64) -> bool {
+        self.occupied.load(Ordering::SeqCst) > seen
+            || !self.draining.load(Ordering::SeqCst).is_null()
+    }
 }
 
 /// The boundaries and their partitions, built once the sample is complete.
@@ -336,11 +369,18 @@ impl Membuffer {
 
     /// A fresh table of about `byte_limit` bytes for one partition, owned by the Membuffer
     /// until retired (invariant 3).
-    fn new_table(&self, byte_limit: usize, record_bytes: usize, partitions: usize) -> *mut Table {
+    fn new_table(
+        &self,
+        byte_limit: usize,
+        record_bytes: usize,
+        partitions: usize,
+        generation: u64,
+    ) -> *mut Table {
         let table = Table::new(
             byte_limit,
             record_bytes,
             self.table_bytes_max(partitions) / 4,
+            generation,
         );
         self.slot_bytes
             .fetch_add(table.slot_bytes(), Ordering::Relaxed);
@@ -394,12 +434,14 @@ impl Membuffer {
                     table_bytes,
                     sizing::RECORD_BYTES_MIN,
                     count,
+                    0,
                 )),
                 draining: AtomicPtr::new(ptr::null_mut()),
                 drain_lock: Mutex::new(()),
                 swaps: AtomicU64::new(0),
                 table_bytes: AtomicUsize::new(table_bytes),
                 record_bytes: AtomicUsize::new(sizing::RECORD_BYTES_MIN),
+                occupied: AtomicU64::new(0),
             })
             .collect();
         let _ = self.layout.set(Layout {
@@ -501,6 +543,9 @@ impl Membuffer {
                 continue;
             }
             let put = table.insert(hash, key, sequence, kind, value, &mut move_old);
+            if matches!(put, Put::Done | Put::Full) {
+                partition.mark_occupied(table.generation());
+            }
             if put == Put::Done {
                 // Invariant 4: growth is accounted inside, so a sealed table's count is final.
                 let grown = table.account_growth();
@@ -598,9 +643,15 @@ impl Membuffer {
         partition
             .record_bytes
             .store(record_bytes, Ordering::Relaxed);
-        let fresh = self.new_table(bytes, record_bytes, partitions);
+        // The drain lock holder is the only one to change the swap count: the fresh table's
+        // generation is the count after this swap (invariant 6).
+        let generation = partition.swaps.load(Ordering::SeqCst) + 1;
+        let fresh = self.new_table(bytes, record_bytes, partitions, generation);
         // Invariant 2: only the lock holder sets `draining`, and it clears it before leaving.
         debug_assert!(partition.draining.load(Ordering::SeqCst).is_null());
+        // Before the swap is counted (invariant 6): a scan that loads the grown count then
+        // finds the old table draining, or already moved.
+        partition.draining.store(old, Ordering::SeqCst);
         // Counted before the fresh table is installed: a scan that loads the count and finds
         // it grown later piggybacks on this drain (`scan` module documentation), which is
         // right only if no version the scan needs can be in the fresh table. One that loaded
@@ -608,7 +659,6 @@ impl Membuffer {
         // existed, so nothing at or below that point is there; one that loaded it after
         // drains the fresh table itself.
         partition.swaps.fetch_add(1, Ordering::SeqCst);
-        partition.draining.store(old, Ordering::SeqCst);
         partition.current.store(fresh, Ordering::SeqCst);
         #[cfg(test)]
         tests::run_swap_hook();

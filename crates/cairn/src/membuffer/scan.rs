@@ -177,7 +177,7 @@ impl Membuffer {
         // Loaded after the read point (module documentation): a swap counted after this load
         // drained what the scan needs.
         let seen = state.swaps.load(Ordering::SeqCst);
-        if !self.pending(state) {
+        if !state.pending_since(seen) {
             return;
         }
         let guard = state
@@ -207,7 +207,7 @@ impl Membuffer {
         let state = layout.partitions.get(partition)?;
         // As in `drain_again_for_scan`.
         let seen = state.swaps.load(Ordering::SeqCst);
-        if !self.pending(state) {
+        if !state.pending_since(seen) {
             return None;
         }
         let mut round = 0;
@@ -247,13 +247,6 @@ impl Membuffer {
             .filter_map(|pointer| Self::table(pointer))
             .map(|table| table.arena_bytes().saturating_add(table.slot_bytes()))
             .sum()
-    }
-
-    /// Whether a partition holds versions a scan must see moved (or copied).
-    fn pending(&self, state: &super::Partition) -> bool {
-        let _pin = self.epoch.pin();
-        Self::table(&state.current).is_some_and(|t| t.len() > 0 || t.overflowed())
-            || Self::table(&state.draining).is_some()
     }
 
     /// Drains a partition for a scan that loaded its swap count `seen` after its read point,

@@ -140,6 +140,8 @@ pub(super) struct Table {
     record_bytes_max: usize,
     /// Set once an insert found the table full: the next table must be larger (`fill`).
     overflowed: AtomicBool,
+    /// Its partition's swap count when it was installed (`Membuffer` invariant 6).
+    generation: u64,
 }
 
 impl std::fmt::Debug for Table {
@@ -155,8 +157,14 @@ impl std::fmt::Debug for Table {
 impl Table {
     /// An empty table for about `byte_limit` bytes of records of about `record_bytes`
     /// bytes each (`sizing::next_record_bytes`: it sets the key limit and the slot array),
-    /// taking records of up to `record_bytes_max` bytes.
-    pub(super) fn new(byte_limit: usize, record_bytes: usize, record_bytes_max: usize) -> Table {
+    /// taking records of up to `record_bytes_max` bytes, to be installed as its partition's
+    /// table number `generation` (its swap count then).
+    pub(super) fn new(
+        byte_limit: usize,
+        record_bytes: usize,
+        record_bytes_max: usize,
+        generation: u64,
+    ) -> Table {
         let record_bytes = record_bytes.max(super::sizing::RECORD_BYTES_MIN);
         let key_limit = (byte_limit / record_bytes).max(4);
         let slot_count = (key_limit * 2).next_power_of_two();
@@ -171,7 +179,13 @@ impl Table {
             accounted: AtomicUsize::new(0),
             record_bytes_max,
             overflowed: AtomicBool::new(false),
+            generation,
         }
+    }
+
+    /// Its partition's swap count when it was installed.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Bytes of the slot array and the filter (allocated whole when the table is made).
@@ -592,7 +606,7 @@ mod tests {
     /// found, updated and gathered as themselves.
     #[test]
     fn colliding_keys_are_told_apart() {
-        let table = Table::new(1 << 16, 64, 1 << 12);
+        let table = Table::new(1 << 16, 64, 1 << 12, 0);
         let hashes: Vec<u64> = (0..12u64).map(|i| (i % 6) << 56 | 3).collect();
         assert!(table.enter());
         for (i, hash) in hashes.iter().enumerate() {

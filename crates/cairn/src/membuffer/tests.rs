@@ -554,3 +554,66 @@ fn a_drain_racing_a_swap_moves_what_the_fresh_table_took_before_it() {
         "the version the fresh table took before drain_all began is in the memtable"
     );
 }
+
+/// Invariant 6: a scan tells from the swap count, `occupied` and `draining` alone whether a
+/// partition holds versions to move — true from the first version put into its table, true
+/// throughout a drain (inside the swap, the old table is draining and the count has grown),
+/// false once the drain moved them, and true again once the fresh table takes a version.
+#[test]
+fn a_partition_is_pending_from_its_first_version_until_a_drain_moved_it() {
+    let memtable = Arc::new(Memtable::with_capacity(1 << 20));
+    let membuffer = Arc::new(Membuffer::new(config(64 << 10, true, 0)));
+    let put = |key: u64, sequence: u64| {
+        if !membuffer.insert(
+            &memtable,
+            &key.to_be_bytes(),
+            sequence,
+            ValueKind::Put,
+            b"v",
+        ) {
+            memtable.insert(&key.to_be_bytes(), sequence, ValueKind::Put, b"v");
+        }
+    };
+    // The sample goes to the memtable; the partitions exist from then on, empty.
+    for key in 0..16u64 {
+        put(key * 16, key + 1);
+    }
+    let pending = |partition: usize| {
+        let layout = membuffer.layout.get().expect("the sample is complete");
+        let state = layout.partitions.get(partition).expect("a partition");
+        state.pending_since(state.swaps.load(Ordering::SeqCst))
+    };
+    let key = 5u64 * 16 + 1;
+    let partition = membuffer.partition_of(&key.to_be_bytes());
+    assert!(!pending(partition), "nothing was put in it yet");
+    put(key, 100);
+    assert!(pending(partition), "its table holds a version");
+    let seen_inside = Arc::new(AtomicBool::new(false));
+    SWAP_HOOK.with(|cell| {
+        let (membuffer, seen_inside) = (Arc::clone(&membuffer), Arc::clone(&seen_inside));
+        *cell.borrow_mut() = Some(Box::new(move || {
+            let layout = membuffer.layout.get().expect("built");
+            let state = layout.partitions.get(partition).expect("a partition");
+            let swaps = state.swaps.load(Ordering::SeqCst);
+            seen_inside.store(state.pending_since(swaps), Ordering::SeqCst);
+        }));
+    });
+    membuffer.drain_again_for_scan(partition, &memtable);
+    SWAP_HOOK.with(|cell| cell.borrow_mut().take());
+    assert!(
+        seen_inside.load(Ordering::SeqCst),
+        "inside the swap the old table is draining"
+    );
+    assert!(!pending(partition), "the drain moved it");
+    assert_eq!(
+        memtable
+            .get_entry(&key.to_be_bytes(), SEQUENCE_MAX)
+            .map(|e| e.0),
+        Some(100)
+    );
+    put(key + 1, 101);
+    assert!(pending(partition), "the fresh table took a version");
+    for other in (0..4).filter(|&other| other != partition) {
+        assert!(!pending(other), "partition {other} took nothing");
+    }
+}

@@ -25,7 +25,7 @@
 //! 4. Every version inserted is in the Membuffer or the memtable (never both); the
 //!    gathering is built only after the Membuffer was drained, so it holds every version.
 
-use super::scan::DrainingIterator;
+use super::scan::{DrainingIterator, Levels};
 use crate::batch::WriteBatch;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, SEQUENCE_MAX};
@@ -63,6 +63,10 @@ pub struct WriteBuffer {
     memtable: Arc<Memtable>,
     /// The upper level, if on (see the module documentation).
     membuffer: Option<Arc<Membuffer>>,
+    /// With a Membuffer, both levels behind one `Arc`, which each scan's cursor clones
+    /// (`scan::Levels`: one reference count per scan instead of two). Writes and reads keep
+    /// using `membuffer` directly, one pointer hop shorter.
+    levels: Option<Arc<Levels>>,
     log: Arc<Log>,
     /// Set by the one writer that seals this buffer when it is full.
     switch_claimed: AtomicBool,
@@ -102,8 +106,12 @@ impl WriteBuffer {
         // Sized for the whole buffer: the Membuffer counts only what it holds (`is_full`), so
         // with it nearly empty the memtable may fill the buffer.
         let memtable = Arc::new(sized_memtable(capacity_bytes));
+        let membuffer = membuffer.map(|config| Membuffer::start(config, &memtable));
         WriteBuffer {
-            membuffer: membuffer.map(|config| Membuffer::start(config, &memtable)),
+            levels: membuffer
+                .as_ref()
+                .map(|membuffer| Levels::new(&memtable, membuffer)),
+            membuffer,
             memtable,
             log: Arc::new(log),
             switch_claimed: AtomicBool::new(false),
@@ -348,18 +356,12 @@ impl WriteBuffer {
         hold: Option<DetachedHold>,
     ) -> Box<dyn InternalIterator> {
         let marks = self
-            .membuffer
+            .levels
             .as_ref()
             .filter(|_| self.sorted.get().is_none())
-            .and_then(|membuffer| Some((Arc::clone(membuffer), membuffer.scan_marks()?)));
+            .and_then(|levels| Some((Arc::clone(levels), levels.membuffer().scan_marks()?)));
         match marks {
-            Some((membuffer, marks)) => Box::new(DrainingIterator::new(
-                &self.memtable,
-                membuffer,
-                marks,
-                upper,
-                hold,
-            )),
+            Some((levels, marks)) => Box::new(DrainingIterator::new(levels, marks, upper, hold)),
             None => {
                 let iter = self.iter();
                 // Drained now: the hold has nothing left to keep.

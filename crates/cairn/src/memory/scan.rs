@@ -58,15 +58,47 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal_keys, internal_key, user_key, ValueKind, SEQUENCE_MAX};
 use crate::membuffer::{key_prefix, DetachedHold, DrainStamp, Membuffer, ScanMarks};
-use crate::memtable::{Memtable, MemtableIterator};
+use crate::memtable::{Memtable, MemtableIterator, MemtableOwner};
 use std::cmp::Ordering;
 use std::sync::Arc;
+
+/// A write buffer's two levels, kept alive together behind one `Arc`: a cursor then bumps
+/// one reference count per scan, as a scan with the Membuffer off does, instead of one per
+/// level (each is a cache line that concurrent scans pass between cores).
+#[derive(Debug)]
+pub(crate) struct Levels {
+    memtable: Arc<Memtable>,
+    membuffer: Arc<Membuffer>,
+}
+
+impl Levels {
+    /// Both levels, for every cursor of one write buffer to share.
+    pub(crate) fn new(memtable: &Arc<Memtable>, membuffer: &Arc<Membuffer>) -> Arc<Levels> {
+        Arc::new(Levels {
+            memtable: Arc::clone(memtable),
+            membuffer: Arc::clone(membuffer),
+        })
+    }
+
+    /// The Membuffer.
+    #[inline]
+    pub(crate) fn membuffer(&self) -> &Membuffer {
+        &self.membuffer
+    }
+}
+
+impl MemtableOwner for Arc<Levels> {
+    #[inline]
+    fn memtable(&self) -> &Memtable {
+        &self.memtable
+    }
+}
 
 /// See the module documentation.
 #[derive(Debug)]
 pub(crate) struct DrainingIterator {
-    inner: MemtableIterator,
-    membuffer: Arc<Membuffer>,
+    /// The memtable cursor; its owner keeps the Membuffer alive too.
+    inner: MemtableIterator<Arc<Levels>>,
     marks: ScanMarks,
     /// The scan's exclusive upper bound (a user key), if any.
     upper: Option<Vec<u8>>,
@@ -93,18 +125,16 @@ impl DrainingIterator {
     /// taken after the scan's read point, and `hold` (if the database has an overwrite gate)
     /// keeps every version that read point sees (`membuffer::gate`, step 2).
     pub(crate) fn new(
-        memtable: &Arc<Memtable>,
-        membuffer: Arc<Membuffer>,
+        levels: Arc<Levels>,
         marks: ScanMarks,
         upper: Option<&[u8]>,
         hold: Option<DetachedHold>,
     ) -> DrainingIterator {
         DrainingIterator {
-            inner: memtable.iter(),
+            inner: MemtableIterator::with_owner(levels),
             // Replaced by the first seek's (invariant 3); loading the drain counts here would
             // cost every scan two more shared loads.
             stamp: Membuffer::unpositioned_stamp(),
-            membuffer,
             marks,
             upper: upper.map(<[u8]>::to_vec),
             partition: 0,
@@ -116,10 +146,19 @@ impl DrainingIterator {
         }
     }
 
+    /// The Membuffer this cursor drains.
+    #[inline]
+    fn membuffer(&self) -> &Membuffer {
+        self.inner.owner().membuffer()
+    }
+
     /// Drains `partition` (waiting for a drain in progress), for a backward move.
     fn drain(&mut self, partition: usize) {
-        self.membuffer
-            .drain_for_scan(&mut self.marks, partition, self.inner.memtable());
+        self.inner.owner().membuffer().drain_for_scan(
+            &mut self.marks,
+            partition,
+            self.inner.memtable(),
+        );
         self.release_hold_if_done();
     }
 
@@ -127,9 +166,11 @@ impl DrainingIterator {
     /// true if it copied, and then both sources must position themselves again
     /// (invariant 1).
     fn drain_or_copy(&mut self, partition: usize) -> bool {
-        let copy = self
-            .membuffer
-            .enter_for_scan(&mut self.marks, partition, self.inner.memtable());
+        let copy = self.inner.owner().membuffer().enter_for_scan(
+            &mut self.marks,
+            partition,
+            self.inner.memtable(),
+        );
         let copied = copy.is_some();
         if let Some(copy) = copy {
             self.copied.add(copy);
@@ -162,7 +203,9 @@ impl DrainingIterator {
             self.drain(partition);
         }
         for partition in std::mem::take(&mut self.copied_partitions) {
-            self.membuffer
+            self.inner
+                .owner()
+                .membuffer()
                 .drain_again_for_scan(partition, self.inner.memtable());
         }
         self.copied.clear();
@@ -201,7 +244,7 @@ impl DrainingIterator {
     fn enter(&mut self, partition: usize) {
         self.partition = partition;
         self.next_prefix = self
-            .membuffer
+            .membuffer()
             .partition_start(partition + 1)
             .map_or(u64::MAX, key_prefix);
     }
@@ -225,13 +268,13 @@ impl DrainingIterator {
 
     /// Seeks the memtable cursor, stamping the drains first (invariant 3).
     fn position(&mut self, target: &[u8]) {
-        self.stamp = self.membuffer.drain_stamp();
+        self.stamp = self.membuffer().drain_stamp();
         self.inner.seek(target);
     }
 
     fn release_hold(&mut self) {
         if let Some(hold) = self.hold.take() {
-            release(&self.membuffer, hold);
+            release(self.inner.owner().membuffer(), hold);
         }
     }
 
@@ -257,7 +300,7 @@ impl DrainingIterator {
     fn cross_partitions(&mut self) {
         while !self.marks.all_drained() {
             let next = self.partition + 1;
-            let Some(start) = self.membuffer.partition_start(next) else {
+            let Some(start) = self.membuffer().partition_start(next) else {
                 return;
             };
             let crossed = self.merged_key().is_none_or(|key| user_key(key) >= start);
@@ -269,7 +312,7 @@ impl DrainingIterator {
             self.enter(next);
             if !self.marks.is_drained(next) {
                 let copied = self.drain_or_copy(next);
-                if copied || !self.membuffer.quiet_since(self.stamp) {
+                if copied || !self.membuffer().quiet_since(self.stamp) {
                     self.position(&target);
                     self.copied.seek(&target);
                     self.pick();
@@ -307,7 +350,7 @@ impl InternalIterator for DrainingIterator {
     fn seek_to_first(&mut self) {
         self.drain_or_copy(0);
         self.enter(0);
-        self.stamp = self.membuffer.drain_stamp();
+        self.stamp = self.membuffer().drain_stamp();
         self.inner.seek_to_first();
         self.copied.seek_to_first();
         self.pick();
@@ -322,7 +365,7 @@ impl InternalIterator for DrainingIterator {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        let partition = self.membuffer.partition_of(user_key(target));
+        let partition = self.membuffer().partition_of(user_key(target));
         self.drain_or_copy(partition);
         self.enter(partition);
         self.position(target);
@@ -455,8 +498,7 @@ mod tests {
             .scan_marks()
             .expect("partitions are built");
         DrainingIterator::new(
-            &fixture.memtable,
-            Arc::clone(&fixture.membuffer),
+            Levels::new(&fixture.memtable, &fixture.membuffer),
             marks,
             upper,
             None,

@@ -2,8 +2,9 @@
 //! walking level 0 between key nodes and each key node's chain within a key.
 //!
 //! Thread-safety contract: a cursor is used by one thread at a time (it is `Send`, not
-//! `Sync`); it keeps its memtable alive through an `Arc` and reads while inserts continue, so
-//! it may see versions inserted after it was created.
+//! `Sync`); it keeps its memtable alive through its owner (the memtable's `Arc`, or a
+//! structure holding that `Arc`: `MemtableOwner`) and reads while inserts continue, so it may
+//! see versions inserted after it was created.
 //!
 //! Invariants:
 //! 1. A valid cursor's `version` is on `key_node`'s chain; an invalid one has both null.
@@ -19,24 +20,34 @@ use std::ptr;
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::Arc;
 
+/// What keeps a cursor's memtable alive: the memtable's own `Arc`, or a structure that holds
+/// it with something else the cursor's user needs (a scan over a Membuffer reaches both
+/// through one reference count: every reference count a scan bumps is a cache line that
+/// concurrent scans pass between cores).
+pub trait MemtableOwner {
+    /// The memtable; the same one for as long as the owner lives.
+    fn memtable(&self) -> &Memtable;
+}
+
+impl MemtableOwner for Arc<Memtable> {
+    #[inline]
+    fn memtable(&self) -> &Memtable {
+        self
+    }
+}
+
 impl Memtable {
     /// A cursor that keeps the memtable alive.
     pub fn iter(self: &Arc<Self>) -> MemtableIterator {
-        MemtableIterator {
-            memtable: Arc::clone(self),
-            key_node: ptr::null(),
-            version: ptr::null(),
-            newer: Vec::new(),
-            newer_than: ptr::null(),
-        }
+        MemtableIterator::with_owner(Arc::clone(self))
     }
 }
 
 /// A cursor over a memtable's versions in internal-key order. It sees every entry inserted
 /// before it was created, and may see later ones too (the skiplist and the chains are
 /// concurrent), which the database iterator filters by sequence number.
-pub struct MemtableIterator {
-    memtable: Arc<Memtable>,
+pub struct MemtableIterator<O: MemtableOwner = Arc<Memtable>> {
+    owner: O,
     /// The key node of the current position (null when not valid).
     key_node: *const Node,
     /// The current version, on `key_node`'s chain (null when not valid).
@@ -50,14 +61,32 @@ pub struct MemtableIterator {
     newer_than: *const Node,
 }
 
-impl MemtableIterator {
+impl<O: MemtableOwner> MemtableIterator<O> {
+    /// An unpositioned cursor over `owner`'s memtable, keeping it alive.
+    pub(crate) fn with_owner(owner: O) -> MemtableIterator<O> {
+        MemtableIterator {
+            owner,
+            key_node: ptr::null(),
+            version: ptr::null(),
+            newer: Vec::new(),
+            newer_than: ptr::null(),
+        }
+    }
+
     /// The memtable this cursor walks.
+    #[inline]
     pub fn memtable(&self) -> &Memtable {
-        &self.memtable
+        self.owner.memtable()
+    }
+
+    /// What keeps the memtable alive.
+    #[inline]
+    pub(crate) fn owner(&self) -> &O {
+        &self.owner
     }
 }
 
-impl std::fmt::Debug for MemtableIterator {
+impl<O: MemtableOwner> std::fmt::Debug for MemtableIterator<O> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("MemtableIterator")
@@ -67,11 +96,11 @@ impl std::fmt::Debug for MemtableIterator {
 }
 
 // SAFETY: the node pointers refer into the memtable the iterator keeps alive through its
-// `Arc`; node bytes are immutable and links are atomics, so moving the cursor to another
-// thread is sound.
-unsafe impl Send for MemtableIterator {}
+// owner (which moves with it, being `Send`); node bytes are immutable and links are atomics,
+// so moving the cursor to another thread is sound.
+unsafe impl<O: MemtableOwner + Send> Send for MemtableIterator<O> {}
 
-impl MemtableIterator {
+impl<O: MemtableOwner> MemtableIterator<O> {
     /// Positions at the newest version of `key_node` (invalid if null).
     fn at_newest(&mut self, key_node: *const Node) {
         self.key_node = key_node;
@@ -98,7 +127,7 @@ impl MemtableIterator {
     }
 }
 
-impl InternalIterator for MemtableIterator {
+impl<O: MemtableOwner + Send> InternalIterator for MemtableIterator<O> {
     #[inline]
     fn valid(&self) -> bool {
         !self.version.is_null()
@@ -106,18 +135,18 @@ impl InternalIterator for MemtableIterator {
 
     fn seek_to_first(&mut self) {
         // SAFETY: the head has MAX_HEIGHT levels.
-        let first = unsafe { Node::next(self.memtable.head, 0).load(AtomicOrdering::Acquire) };
+        let first = unsafe { Node::next(self.memtable().head, 0).load(AtomicOrdering::Acquire) };
         self.at_newest(first);
     }
 
     fn seek_to_last(&mut self) {
-        let last = self.memtable.find_less_than(None);
+        let last = self.memtable().find_less_than(None);
         self.at_oldest(last);
     }
 
     fn seek(&mut self, target: &[u8]) {
         let target_user_key = user_key(target);
-        let key_node = self.memtable.find_greater_or_equal(target_user_key);
+        let key_node = self.memtable().find_greater_or_equal(target_user_key);
         if key_node.is_null() {
             self.invalidate();
             return;
@@ -181,7 +210,7 @@ impl InternalIterator for MemtableIterator {
         self.newer_than = ptr::null();
         // SAFETY: as above; the key stays valid while the memtable lives.
         let current_user_key = unsafe { Node::user_key(self.key_node) };
-        let before = self.memtable.find_less_than(Some(current_user_key));
+        let before = self.memtable().find_less_than(Some(current_user_key));
         self.at_oldest(before);
     }
 

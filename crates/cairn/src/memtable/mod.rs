@@ -60,6 +60,7 @@ mod tests;
 
 pub use insert::InsertHint;
 pub use iter::MemtableIterator;
+pub use iter::MemtableOwner;
 pub(crate) use multi::BatchEntry;
 pub use sorted::SortedNodes;
 
