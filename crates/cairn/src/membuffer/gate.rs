@@ -247,7 +247,7 @@ impl OverwriteGate {
     /// `sequence` (invariant 4). Called inside a hold by a reader whose read point is
     /// `sequence`: if true, no version that read point sees was dropped, and none will be
     /// while the hold lasts (module documentation, step 2).
-    pub(crate) fn announced_at_most(&self, sequence: SequenceNumber) -> bool {
+    fn announced_at_most(&self, sequence: SequenceNumber) -> bool {
         self.announced
             .iter()
             .all(|announced| announced.load(Ordering::SeqCst) <= sequence)

@@ -4,10 +4,12 @@
 //!
 //! A scan takes its `ScanMarks` right after its read point: which partitions it has drained,
 //! nothing else, so taking them touches no shared memory. Before the cursor reads a
-//! partition's key range it calls `drain_for_scan`, which loads the partition's swap count and
-//! drains the partition unless a drain swapped it since that load (that drain moved every
-//! version inserted before it, so the scan piggybacks on it once it finished). The load comes
-//! after the read point, so a swap counted after it happened after the read point too.
+//! partition's key range it calls `drain_for_scan`, which loads the partition's swap count,
+//! skips the partition if it holds nothing to move (told from two more words, with no pin:
+//! `mod` invariant 6), and drains it unless a drain swapped it since that load (that drain
+//! moved every version inserted before it, so the scan piggybacks on it once it finished).
+//! The load comes after the read point, so a swap counted after it happened after the read
+//! point too.
 //!
 //! A cursor that crosses into the next partition must look again for that partition's
 //! versions behind its position only if a drain moved versions into the memtable since it
