@@ -38,6 +38,16 @@ fn config(budget_bytes: usize, multi_insert: bool, drainers: usize) -> Membuffer
     }
 }
 
+/// Puts version `sequence` of big-endian key `key` (value `v`) into the Membuffer, or into the
+/// memtable if the Membuffer does not take it (the sample, before the partitions exist), as
+/// the write buffer does.
+fn put_either(membuffer: &Membuffer, memtable: &Memtable, key: u64, sequence: u64) {
+    let key = key.to_be_bytes();
+    if !membuffer.insert(memtable, &key, sequence, ValueKind::Put, b"v") {
+        memtable.insert(&key, sequence, ValueKind::Put, b"v");
+    }
+}
+
 /// The newest version at or below `sequence`, from the Membuffer then the memtable, as the
 /// write buffer reads it.
 fn read(
@@ -292,10 +302,7 @@ fn drain_stamps_see_every_drain_started_or_running() {
     let memtable = Arc::new(Memtable::with_capacity(1 << 20));
     let membuffer = Membuffer::new(config(1 << 20, true, 0));
     for index in 0..64u64 {
-        let key = (index * 16).to_be_bytes();
-        if !membuffer.insert(&memtable, &key, index + 1, ValueKind::Put, b"v") {
-            memtable.insert(&key, index + 1, ValueKind::Put, b"v");
-        }
+        put_either(&membuffer, &memtable, index * 16, index + 1);
     }
     let before = membuffer.drain_stamp();
     assert!(membuffer.quiet_since(before), "nothing drained yet");
@@ -513,15 +520,7 @@ fn a_drain_racing_a_swap_moves_what_the_fresh_table_took_before_it() {
     // The sample (16 keys, to the memtable), then a version of each in the Membuffer: every
     // partition holds some.
     for key in (0..16u64).chain(0..16) {
-        if !membuffer.insert(
-            &memtable,
-            &key.to_be_bytes(),
-            sequence,
-            ValueKind::Put,
-            b"v",
-        ) {
-            memtable.insert(&key.to_be_bytes(), sequence, ValueKind::Put, b"v");
-        }
+        put_either(&membuffer, &memtable, key, sequence);
         sequence += 1;
     }
     let key = 1u64.to_be_bytes();
@@ -563,17 +562,7 @@ fn a_drain_racing_a_swap_moves_what_the_fresh_table_took_before_it() {
 fn a_partition_is_pending_from_its_first_version_until_a_drain_moved_it() {
     let memtable = Arc::new(Memtable::with_capacity(1 << 20));
     let membuffer = Arc::new(Membuffer::new(config(64 << 10, true, 0)));
-    let put = |key: u64, sequence: u64| {
-        if !membuffer.insert(
-            &memtable,
-            &key.to_be_bytes(),
-            sequence,
-            ValueKind::Put,
-            b"v",
-        ) {
-            memtable.insert(&key.to_be_bytes(), sequence, ValueKind::Put, b"v");
-        }
-    };
+    let put = |key: u64, sequence: u64| put_either(&membuffer, &memtable, key, sequence);
     // The sample goes to the memtable; the partitions exist from then on, empty.
     for key in 0..16u64 {
         put(key * 16, key + 1);
