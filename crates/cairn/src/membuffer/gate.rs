@@ -210,11 +210,17 @@ impl OverwriteGate {
     /// Starts a hold: no version is dropped until it ends. The caller then waits until every
     /// sequence reserved so far is visible, and only then takes its read point.
     pub(crate) fn hold(&self) -> GateHold<'_> {
+        let hold = self.hold_unfenced();
+        fence(Ordering::SeqCst);
+        hold
+    }
+
+    /// Counts a hold on this thread's stripe (`SeqCst`), without the fence `hold` adds.
+    fn hold_unfenced(&self) -> GateHold<'_> {
         let stripe = crate::sync::thread_stripe() & (HOLD_STRIPES - 1);
         if let Some(pending) = self.pending.get(stripe) {
             pending.fetch_add(1, Ordering::SeqCst);
         }
-        fence(Ordering::SeqCst);
         GateHold { gate: self, stripe }
     }
 
@@ -231,11 +237,7 @@ impl OverwriteGate {
     /// that are not `SeqCst` (the reservation they wait for); here only the waiting path
     /// makes such loads, after the fence below.
     pub(crate) fn hold_at(&self, sequence: SequenceNumber) -> (GateHold<'_>, bool) {
-        let stripe = crate::sync::thread_stripe() & (HOLD_STRIPES - 1);
-        if let Some(pending) = self.pending.get(stripe) {
-            pending.fetch_add(1, Ordering::SeqCst);
-        }
-        let hold = GateHold { gate: self, stripe };
+        let hold = self.hold_unfenced();
         let quiet = self.announced_at_most(sequence);
         if !quiet {
             fence(Ordering::SeqCst);
@@ -372,6 +374,23 @@ mod tests {
         assert!(!gate.announced_at_most(11));
         assert!(gate.may_drop(2, 3, 10), "a lower sequence later");
         assert!(gate.announced_at_most(12), "announcements only grow");
+    }
+
+    /// A latest-state iterator's hold blocks drops as `hold` does, and says whether an update
+    /// announced a sequence above the iterator's read point (then the iterator waits).
+    #[test]
+    fn an_iterator_hold_blocks_drops_and_reports_announcements_above_its_point() {
+        let gate = OverwriteGate::new(Arc::new(SnapshotList::default()));
+        {
+            let (_hold, quiet) = gate.hold_at(4);
+            assert!(quiet, "nothing announced");
+            assert!(!gate.may_drop(1, 5, 9), "held");
+        }
+        let (hold, quiet) = gate.hold_at(8);
+        assert!(!quiet, "the refused update announced 9, above 8");
+        drop(hold);
+        let (_hold, quiet) = gate.hold_at(9);
+        assert!(quiet, "9 is at or below 9");
     }
 
     /// Holds taken on other threads (so, usually, on other stripes) and detached block drops

@@ -87,7 +87,9 @@ impl Levels {
     }
 }
 
-impl MemtableOwner for Arc<Levels> {
+// SAFETY: `Levels` holds its memtable's `Arc` in a field no method replaces, so the memtable
+// is the same one, alive, for as long as the `Levels` is.
+unsafe impl MemtableOwner for Arc<Levels> {
     #[inline]
     fn memtable(&self) -> &Memtable {
         &self.memtable
@@ -146,7 +148,8 @@ impl DrainingIterator {
         }
     }
 
-    /// The Membuffer this cursor drains.
+    /// The Membuffer this cursor drains. (Calls that also borrow `marks` mutably reach it
+    /// through `inner` instead: a borrow of that field alone.)
     #[inline]
     fn membuffer(&self) -> &Membuffer {
         self.inner.owner().membuffer()

@@ -24,12 +24,18 @@ use std::sync::Arc;
 /// it with something else the cursor's user needs (a scan over a Membuffer reaches both
 /// through one reference count: every reference count a scan bumps is a cache line that
 /// concurrent scans pass between cores).
-pub trait MemtableOwner {
-    /// The memtable; the same one for as long as the owner lives.
+///
+/// # Safety
+///
+/// `memtable` returns the same memtable every time, and the owner keeps it alive for as long
+/// as the owner lives: a cursor keeps raw pointers into it between calls.
+pub unsafe trait MemtableOwner {
+    /// The memtable this owner keeps alive.
     fn memtable(&self) -> &Memtable;
 }
 
-impl MemtableOwner for Arc<Memtable> {
+// SAFETY: the `Arc` keeps its one memtable alive.
+unsafe impl MemtableOwner for Arc<Memtable> {
     #[inline]
     fn memtable(&self) -> &Memtable {
         self
