@@ -120,6 +120,10 @@ pub struct MembufferCounters {
     /// taking their read point, because an in-place update had announced a newer sequence
     /// (without one a scan keeps the read point it took first).
     pub scan_waits: StripedCounter,
+    /// Membuffers bypassed because scans outnumbered writes (`Options::
+    /// membuffer_bypass_scans_per_write`): their write buffers wrote to the memtable alone
+    /// from then on.
+    pub bypasses: StripedCounter,
     /// Versions still in a Membuffer when its sealed buffer was dropped unflushed (the
     /// benchmark's memory-only variant).
     pub undrained_at_drop: StripedCounter,
@@ -356,6 +360,7 @@ impl Counters {
             ),
             ("membuffer_scan_reseeks", load(&self.membuffer.scan_reseeks)),
             ("membuffer_scan_waits", load(&self.membuffer.scan_waits)),
+            ("membuffer_bypasses", load(&self.membuffer.bypasses)),
             (
                 "membuffer_scan_fallbacks",
                 load(&self.membuffer.scan_fallbacks),

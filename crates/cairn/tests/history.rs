@@ -584,11 +584,14 @@ impl Worker<'_> {
 /// Runs the workload for `seconds` on `MemFs`, or (`on_disk`) on `StdFs` in a temporary
 /// directory, where tables are read in place from their mappings (`TableReadMode::Mmap`).
 /// With `scans_copy`, every scan copies the Membuffer partitions it enters instead of
-/// draining them (the fallback a scan otherwise takes only behind a busy drain lock).
+/// draining them (the fallback a scan otherwise takes only behind a busy drain lock). With
+/// `bypass`, a drainer bypasses each write buffer's Membuffer as soon as its partitions exist
+/// (`Options::membuffer_bypass_scans_per_write`, at once), racing every operation.
 fn run_history(
     seconds: u64,
     on_disk: bool,
     scans_copy: bool,
+    bypass: bool,
 ) -> (Vec<Event>, BTreeMap<String, String>) {
     let scratch = on_disk.then(|| common::TempDir::new("history"));
     let mut options = Options::default();
@@ -615,6 +618,11 @@ fn run_history(
     // A tiny Membuffer (1 KiB) over the tiny memtable: it fills and drains constantly.
     options.membuffer_enabled = true;
     options.membuffer_scans_always_copy = scans_copy;
+    options.membuffer_bypass_at_once = bypass;
+    if bypass {
+        // The drainers decide the bypass; a one-core machine would otherwise have none.
+        options.membuffer_drainers = 1;
+    }
     let options = common::shaped(options);
     let db = Db::open(&path, options).unwrap();
     let clock = AtomicU64::new(0);
@@ -676,6 +684,11 @@ fn run_history(
     );
     if scans_copy {
         assert!(fallbacks > 0, "scans were set to copy, yet none did");
+    }
+    let bypasses = stats.counter("membuffer_bypasses");
+    eprintln!("history: membuffers bypassed {bypasses}");
+    if bypass {
+        assert!(bypasses > 0, "drainers were set to bypass, yet none did");
     }
     eprintln!(
         "history: blocks read in place {}, block cache hits {} misses {}",
@@ -830,24 +843,50 @@ fn search_check(events: &[Event]) -> SearchReport {
 
 #[test]
 fn concurrent_history_is_linearizable() {
-    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 3), false, false);
+    check_history(
+        common::env_or("CAIRN_HISTORY_SECONDS", 3),
+        false,
+        false,
+        false,
+    );
 }
 
 /// The same on disk: tables read in place from their memory mappings, the default read path.
 #[test]
 fn concurrent_history_on_disk_with_mapped_reads_is_linearizable() {
-    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 2), true, false);
+    check_history(
+        common::env_or("CAIRN_HISTORY_SECONDS", 2),
+        true,
+        false,
+        false,
+    );
 }
 
 /// The same with scans that copy the Membuffer's partitions instead of draining them.
 #[test]
 fn concurrent_history_with_copying_scans_is_linearizable() {
-    check_history(common::env_or("CAIRN_HISTORY_SECONDS", 2), false, true);
+    check_history(
+        common::env_or("CAIRN_HISTORY_SECONDS", 2),
+        false,
+        true,
+        false,
+    );
 }
 
-fn check_history(seconds: u64, on_disk: bool, scans_copy: bool) {
+/// The same with each write buffer's Membuffer bypassed by a drainer while the operations run.
+#[test]
+fn concurrent_history_with_bypassed_membuffers_is_linearizable() {
+    check_history(
+        common::env_or("CAIRN_HISTORY_SECONDS", 2),
+        false,
+        false,
+        true,
+    );
+}
+
+fn check_history(seconds: u64, on_disk: bool, scans_copy: bool, bypass: bool) {
     let started = Instant::now();
-    let (events, final_state) = run_history(seconds, on_disk, scans_copy);
+    let (events, final_state) = run_history(seconds, on_disk, scans_copy, bypass);
     let running = started.elapsed();
     let violations = checks::check(&events, &final_state);
     let search = search_check(&events);

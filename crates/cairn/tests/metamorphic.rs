@@ -64,6 +64,8 @@ struct OptionSet {
     bloom_allocation: BloomAllocation,
     /// Membuffer on/off, its percent of the write buffer, its partitions and drainers.
     membuffer: (bool, usize, usize, usize),
+    /// A drainer bypasses each write buffer's Membuffer as soon as it can (test-only option).
+    membuffer_bypass_at_once: bool,
 }
 
 impl OptionSet {
@@ -103,6 +105,7 @@ impl OptionSet {
                 defaults.membuffer_partitions,
                 defaults.membuffer_drainers,
             ),
+            membuffer_bypass_at_once: false,
         }
     }
 
@@ -166,6 +169,7 @@ impl OptionSet {
                 TableReadMode::Pread
             },
             lookup_threads: [0, 1, 3][rng.gen_range(0..3)],
+            membuffer_bypass_at_once: rng.gen_bool(0.25),
         }
     }
 
@@ -199,6 +203,7 @@ impl OptionSet {
             options.membuffer_partitions,
             options.membuffer_drainers,
         ) = self.membuffer;
+        options.membuffer_bypass_at_once = self.membuffer_bypass_at_once;
         options.table_read_mode = self.table_read_mode;
         options.lookup_threads = self.lookup_threads;
         options

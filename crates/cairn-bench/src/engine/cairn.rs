@@ -65,6 +65,10 @@ fn options(config: &EngineConfig, name: &str) -> Options {
             options.membuffer_enabled = true;
             options.membuffer_drainers = 1;
         }
+        "cairn-membuffer-nobypass" => {
+            options.membuffer_enabled = true;
+            options.membuffer_bypass_scans_per_write = 0;
+        }
         // The shape variants override `--compaction_style` (the other shape flags apply), so
         // one run can compare shapes phase by phase (`--interleave_phases`).
         "cairn-leveling" => options.compaction_style = cairn::CompactionStyle::Leveling,

@@ -272,6 +272,7 @@ pub fn available() -> Vec<&'static str> {
         "cairn-nomembuffer",
         "cairn-membuffer-writerdrain",
         "cairn-membuffer-drainer",
+        "cairn-membuffer-nobypass",
         "cairn-leveling",
         "cairn-tiering",
         "cairn-lazy",
@@ -299,6 +300,7 @@ pub fn check_name(name: &str) -> Result<()> {
         | "cairn-nomembuffer"
         | "cairn-membuffer-writerdrain"
         | "cairn-membuffer-drainer"
+        | "cairn-membuffer-nobypass"
         | "cairn-leveling"
         | "cairn-tiering"
         | "cairn-lazy" => Ok(()),
@@ -340,7 +342,8 @@ pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
         | "cairn-simpleinsert"
         | "cairn-membuffer-move"
         | "cairn-membuffer-writerdrain"
-        | "cairn-membuffer-drainer" => {
+        | "cairn-membuffer-drainer"
+        | "cairn-membuffer-nobypass" => {
             let mut lines = cairn::mapping_for(name, config);
             lines.push(
                 match name {
@@ -354,6 +357,9 @@ pub fn mapping(name: &str, config: &EngineConfig) -> Vec<String> {
                     }
                     "cairn-membuffer-drainer" => {
                         "memory component: Membuffer on, one drainer thread (writers help when full)"
+                    }
+                    "cairn-membuffer-nobypass" => {
+                        "memory component: Membuffer on, never bypassed however scan-heavy the mix"
                     }
                     _ => "memory component: Membuffer drained by single inserts (no multi-insert)",
                 }

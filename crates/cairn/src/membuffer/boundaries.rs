@@ -116,6 +116,17 @@ impl Boundaries {
         self.keys.get(partition.checked_sub(1)?).map(Vec::as_slice)
     }
 
+    /// The prefix of `start_of(partition)` (invariant 3), without reading the key's bytes (one
+    /// more cache line); `u64::MAX` where `start_of` is None (the first partition, and past
+    /// the last).
+    pub(super) fn start_prefix_of(&self, partition: usize) -> u64 {
+        partition
+            .checked_sub(1)
+            .and_then(|index| self.prefixes.get(index))
+            .copied()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Number of partitions these boundaries make.
     pub(super) fn partitions(&self) -> usize {
         self.keys.len() + 1
@@ -168,7 +179,8 @@ mod tests {
 
     /// `partition_of` counts the boundaries at or below a key exactly as a byte comparison
     /// does, for keys shorter and longer than the 8-byte prefix, sharing it, and with zero
-    /// bytes where the padding goes (invariant 3).
+    /// bytes where the padding goes (invariant 3); `start_prefix_of` is the prefix of
+    /// `start_of`.
     #[test]
     fn prefix_compares_agree_with_byte_compares() {
         let mut next = xorshift(0x2545_F491_4F6C_DD1D);
@@ -188,6 +200,15 @@ mod tests {
             let sample: Vec<Vec<u8>> = (0..64 + round * 8).map(|_| random_key()).collect();
             let boundaries = Boundaries::from_sample(sample, partitions);
             searched += usize::from(boundaries.keys.len() > super::LINEAR_BOUNDARIES_MAX);
+            for partition in 0..=boundaries.partitions() {
+                assert_eq!(
+                    boundaries.start_prefix_of(partition),
+                    boundaries
+                        .start_of(partition)
+                        .map_or(u64::MAX, super::prefix),
+                    "partition {partition}"
+                );
+            }
             for _ in 0..500 {
                 let key = random_key();
                 let by_bytes = boundaries

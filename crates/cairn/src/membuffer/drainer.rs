@@ -5,14 +5,18 @@
 //! Thread-safety contract: a drainer holds only a `Weak` reference to the Membuffer between
 //! rounds (so the write buffer is freed when the engine drops it) and a strong one to the
 //! memtable; it drains a partition under that partition's drain lock, taken with `try_lock`
-//! (never waiting for a writer or another drainer). It parks when no partition wants a
-//! drain; a writer whose insert takes a table past three quarters full unparks it. It exits
-//! once the Membuffer is stopped (its buffer sealed) or gone.
+//! (never waiting for a writer or another drainer, except to bypass the Membuffer). It parks
+//! when no partition wants a drain; a writer whose insert takes a table past three quarters
+//! full unparks it. It exits once the Membuffer is stopped (its buffer sealed) or gone. Each
+//! round it also judges the window of scans and writes since its last judgement (`bypass`),
+//! and bypasses the Membuffer if scans dominate; a database without drainers never bypasses
+//! one.
 //!
 //! Invariants:
 //! 1. A drainer never holds a strong reference to the Membuffer while parked.
 //! 2. Every drainer exits within one park timeout of `Membuffer::stop` or the Membuffer's drop.
 
+use super::bypass::WindowStart;
 use super::Membuffer;
 use crate::memtable::Memtable;
 use std::sync::{Arc, Weak};
@@ -41,6 +45,7 @@ pub(super) fn start(membuffer: &Arc<Membuffer>, memtable: &Arc<Memtable>, count:
 
 /// A drainer's loop (see the module documentation).
 fn run(membuffer: &Weak<Membuffer>, memtable: &Memtable) {
+    let mut window: Option<WindowStart> = None;
     loop {
         let worked = {
             let Some(membuffer) = membuffer.upgrade() else {
@@ -49,7 +54,8 @@ fn run(membuffer: &Weak<Membuffer>, memtable: &Memtable) {
             if membuffer.is_stopped() {
                 return;
             }
-            membuffer.drain_wanted(memtable)
+            let window = window.get_or_insert_with(|| WindowStart::new(membuffer.window_counts()));
+            membuffer.judge(window, memtable) || membuffer.drain_wanted(memtable)
             // Invariant 1: the strong reference drops here, before any park.
         };
         if !worked {

@@ -59,6 +59,11 @@
 //! many writes continue: no retry loop, hence no fallback is ever taken. `drain_all` (the
 //! flush's gathering, and cursors that need every version at once) drains every partition.
 //!
+//! Bypass (`bypass`): when a window's scans outnumber its writes by a configured factor, a
+//! drainer drains every partition into the memtable and leaves it without a table, for the
+//! rest of the write buffer's life: writers then go to the memtable directly, and scans read
+//! it through a plain cursor (a scan over a Membuffer costs more than the few writes save).
+//!
 //! Thread-safety contract: `insert`, `get` and `drain_for_scan` run on any number of threads;
 //! readers never write shared memory (their epoch slot is their own); a writer may spin for a
 //! drainer's table swap (a few instructions) or for another writer of the same key (one
@@ -82,8 +87,8 @@
 //!    grows, so a sealed table's count is final; subtracted once its versions are in the
 //!    memtable, which counts them from then on); it trails the arenas by less than a
 //!    sixteenth of a table each.
-//! 5. `drains_started` counts a drain before it moves any version into the memtable and
-//!    `drains_finished` after it moved the last one (both `SeqCst`), so a memtable that no
+//! 5. `drains.started` counts a drain before it moves any version into the memtable and
+//!    `drains.finished` after it moved the last one (both `SeqCst`), so a memtable that no
 //!    drain touched between two moments shows the same start count at both and no drain
 //!    running at the first (`scan::DrainStamp`).
 //! 6. A partition's `occupied` exceeds the generation of every table of it that a writer
@@ -96,6 +101,7 @@
 //!    tells whether to drain from these words alone, without pinning or reading a table.
 
 mod boundaries;
+mod bypass;
 mod drainer;
 mod filter;
 mod gate;
@@ -147,6 +153,12 @@ pub(crate) struct MembufferConfig {
     /// Scans copy every partition instead of draining it (tests of the scan's fallback,
     /// which otherwise needs a drain lock held by a descheduled thread).
     pub scans_always_copy: bool,
+    /// A drainer bypasses the Membuffer when a window's scans reach this many times its
+    /// writes (`bypass`); 0: never.
+    pub bypass_scans_per_write: u32,
+    /// Bypass at the first judgement once the partitions exist, whatever the mix (tests that
+    /// race the bypass against every operation).
+    pub bypass_at_once: bool,
 }
 
 /// One key range's tables (see the module documentation).
@@ -216,9 +228,20 @@ pub(crate) struct Membuffer {
     drainers: Mutex<Vec<std::thread::Thread>>,
     /// Set when the buffer is sealed: drainers exit.
     stopped: std::sync::atomic::AtomicBool,
-    /// Drains started and finished (`scan::DrainStamp`; invariant 5).
-    drains_started: CachePadded<AtomicU64>,
-    drains_finished: CachePadded<AtomicU64>,
+    /// Drains started and finished (`scan::DrainStamp`; invariant 5): one cache line, which
+    /// every scan loads both words of, and only drains write.
+    drains: CachePadded<DrainCounts>,
+    /// Set once every partition lost its table for good (`bypass` invariant 1).
+    bypassed: std::sync::atomic::AtomicBool,
+    /// Scans made through a draining cursor over this Membuffer (`bypass`'s policy counts).
+    scans: crate::sync::StripedCounter,
+}
+
+/// The drain counts of `Membuffer::drains` (invariant 5).
+#[derive(Debug, Default)]
+struct DrainCounts {
+    started: AtomicU64,
+    finished: AtomicU64,
 }
 
 impl std::fmt::Debug for Membuffer {
@@ -251,8 +274,9 @@ impl Membuffer {
             slot_bytes: AtomicUsize::new(0),
             drainers: Mutex::new(Vec::new()),
             stopped: std::sync::atomic::AtomicBool::new(false),
-            drains_started: CachePadded(AtomicU64::new(0)),
-            drains_finished: CachePadded(AtomicU64::new(0)),
+            drains: CachePadded(DrainCounts::default()),
+            bypassed: std::sync::atomic::AtomicBool::new(false),
+            scans: crate::sync::StripedCounter::default(),
         }
     }
 
@@ -454,6 +478,9 @@ impl Membuffer {
     /// first: the writer calls it before reserving its sequence, so these misses overlap the
     /// reservation's (another core's cache lines) instead of following it.
     pub(crate) fn prefetch(&self, key: &[u8]) {
+        if self.bypassed.load(Ordering::Relaxed) {
+            return;
+        }
         let Some(layout) = self.layout.get() else {
             return;
         };
@@ -504,6 +531,10 @@ impl Membuffer {
         deferred: &mut Option<DeferredDrain<'a>>,
     ) -> bool {
         debug_assert!(deferred.is_none(), "one deferred drain per insert");
+        // A relaxed load: a writer that misses the flag finds no table (`bypass`).
+        if self.bypassed.load(Ordering::Relaxed) {
+            return self.direct();
+        }
         let Some(layout) = self.layout.get() else {
             if let Some(sample) = self.sampler.offer(key) {
                 self.build_layout(sample);
@@ -592,6 +623,10 @@ impl Membuffer {
     /// The newest version of `key` at or below `sequence` in the Membuffer (the caller also
     /// asks the memtable, after this, and keeps the newer: see the module documentation).
     pub(crate) fn get(&self, key: &[u8], sequence: SequenceNumber) -> Option<Entry> {
+        // Bypassed, it holds nothing (`bypass` invariant 1).
+        if self.is_bypassed() {
+            return None;
+        }
         let layout = self.layout.get()?;
         let partition = layout.partitions.get(layout.boundaries.partition_of(key))?;
         let hash = crate::hashindex::hash_key(key);
@@ -625,7 +660,7 @@ impl Membuffer {
         // few versions must not pay for a full-size table (allocating and zeroing its slots,
         // then reading them all back).
         // Invariant 5: counted before any of its versions can reach the memtable.
-        self.drains_started.fetch_add(1, Ordering::SeqCst);
+        self.drains.started.fetch_add(1, Ordering::SeqCst);
         let max = self.table_bytes_max(partitions);
         let bytes = sizing::next_table_bytes(
             partition.table_bytes.load(Ordering::Relaxed),
@@ -702,7 +737,7 @@ impl Membuffer {
         self.version_bytes
             .fetch_sub(old_table.accounted_bytes(), Ordering::Relaxed);
         // Invariant 5: counted after its last version reached the memtable.
-        self.drains_finished.fetch_add(1, Ordering::SeqCst);
+        self.drains.finished.fetch_add(1, Ordering::SeqCst);
         self.config.counters.drains.add(1);
         self.config.counters.drained_versions.add(count);
         self.retire(old);

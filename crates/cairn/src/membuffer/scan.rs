@@ -153,6 +153,14 @@ impl Membuffer {
         layout.boundaries.start_of(partition)
     }
 
+    /// The prefix of `partition_start(partition)` (`key_prefix`), `u64::MAX` past the last
+    /// partition (and before the partitions exist).
+    pub(crate) fn partition_start_prefix(&self, partition: usize) -> u64 {
+        self.layout.get().map_or(u64::MAX, |layout| {
+            layout.boundaries.start_prefix_of(partition)
+        })
+    }
+
     /// Drains partition `partition` for the scan of `marks` (invariant 1), waiting for a
     /// drain in progress; a no-op if it is already drained for it.
     pub(crate) fn drain_for_scan(
@@ -300,8 +308,8 @@ impl Membuffer {
 
     /// A stamp of the drains so far; take it just before positioning a memtable cursor.
     pub(crate) fn drain_stamp(&self) -> DrainStamp {
-        let started = self.drains_started.load(Ordering::SeqCst);
-        let finished = self.drains_finished.load(Ordering::SeqCst);
+        let started = self.drains.started.load(Ordering::SeqCst);
+        let finished = self.drains.finished.load(Ordering::SeqCst);
         DrainStamp {
             started,
             quiet: started == finished,
@@ -319,7 +327,7 @@ impl Membuffer {
     /// in the partition's current table, so the scan's own drain of that partition runs, and
     /// counts. A false answer is counted in `membuffer_scan_reseeks` (the caller re-seeks).
     pub(crate) fn quiet_since(&self, stamp: DrainStamp) -> bool {
-        let quiet = stamp.quiet && self.drains_started.load(Ordering::SeqCst) == stamp.started;
+        let quiet = stamp.quiet && self.drains.started.load(Ordering::SeqCst) == stamp.started;
         if !quiet {
             self.config.counters.scan_reseeks.add(1);
         }

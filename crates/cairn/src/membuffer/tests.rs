@@ -35,6 +35,8 @@ fn config(budget_bytes: usize, multi_insert: bool, drainers: usize) -> Membuffer
         counters: Arc::new(MembufferCounters::default()),
         gate: None,
         scans_always_copy: false,
+        bypass_scans_per_write: 0,
+        bypass_at_once: false,
     }
 }
 
@@ -311,10 +313,10 @@ fn drain_stamps_see_every_drain_started_or_running() {
     let after = membuffer.drain_stamp();
     assert!(membuffer.quiet_since(after));
     // A drain in flight when the stamp is taken: started, not finished.
-    membuffer.drains_started.fetch_add(1, Ordering::SeqCst);
+    membuffer.drains.started.fetch_add(1, Ordering::SeqCst);
     let during = membuffer.drain_stamp();
     assert!(!membuffer.quiet_since(during), "running at the stamp");
-    membuffer.drains_finished.fetch_add(1, Ordering::SeqCst);
+    membuffer.drains.finished.fetch_add(1, Ordering::SeqCst);
     assert!(
         !membuffer.quiet_since(during),
         "its versions may be behind the cursor"
@@ -605,4 +607,80 @@ fn a_partition_is_pending_from_its_first_version_until_a_drain_moved_it() {
     for other in (0..4).filter(|&other| other != partition) {
         assert!(!pending(other), "partition {other} took nothing");
     }
+}
+
+/// A bypass racing two writers (`bypass`): every completed version ends in the memtable,
+/// nothing stays in (or later enters) the Membuffer, and its partitions have nothing to drain.
+#[test]
+fn a_bypass_moves_every_version_and_keeps_the_membuffer_empty() {
+    let memtable = Arc::new(Memtable::with_capacity(1 << 24));
+    let membuffer = Arc::new(Membuffer::new(config(64 << 10, true, 0)));
+    let clock = Arc::new(AtomicU64::new(1));
+    let completed: Arc<Vec<AtomicU64>> = Arc::new((0..512).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|writer| {
+            let (membuffer, memtable, clock, completed, stop) = (
+                Arc::clone(&membuffer),
+                Arc::clone(&memtable),
+                Arc::clone(&clock),
+                Arc::clone(&completed),
+                Arc::clone(&stop),
+            );
+            std::thread::spawn(move || {
+                let mut round = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let key = (round * 13 + writer * 5) % 512;
+                    let sequence = clock.fetch_add(1, Ordering::SeqCst);
+                    put_either(&membuffer, &memtable, key, sequence);
+                    completed[key as usize].fetch_max(sequence, Ordering::SeqCst);
+                    round += 1;
+                }
+            })
+        })
+        .collect();
+    let counters = Arc::clone(&membuffer.config.counters);
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let started = std::time::Instant::now();
+        while !done() {
+            assert!(started.elapsed().as_secs() < 30, "{what}");
+            std::thread::yield_now();
+        }
+    };
+    wait_for("the Membuffer takes writes", &|| {
+        counters.writes.get() >= 2_000
+    });
+    membuffer.bypass(&memtable);
+    assert!(membuffer.is_bypassed());
+    let taken = counters.writes.get();
+    let direct = counters.direct_writes.get();
+    wait_for("writes continue past the bypass", &|| {
+        counters.direct_writes.get() >= direct + 2_000
+    });
+    stop.store(true, Ordering::SeqCst);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    // A writer counts its insert after it left the table, so each may count one that the
+    // bypass moved after `taken` was read; none can count one made later.
+    assert!(
+        counters.writes.get() <= taken + 2,
+        "nothing enters after the bypass"
+    );
+    assert_eq!(membuffer.undrained(), 0, "invariant 1: nothing stays");
+    assert_eq!(counters.bypasses.get(), 1);
+    for (key, completed) in completed.iter().enumerate() {
+        let wanted = completed.load(Ordering::SeqCst);
+        let key = (key as u64).to_be_bytes();
+        assert!(membuffer.get(&key, SEQUENCE_MAX).is_none());
+        let found = memtable.get_entry(&key, SEQUENCE_MAX).map(|entry| entry.0);
+        assert_eq!(found, (wanted > 0).then_some(wanted), "key {key:?}");
+    }
+    let mut marks = membuffer.scan_marks().expect("partitions exist");
+    for partition in 0..marks.partitions() {
+        assert!(membuffer
+            .enter_for_scan(&mut marks, partition, &memtable)
+            .is_none());
+    }
+    assert_eq!(counters.scan_drains.get(), 0, "nothing left to drain");
 }

@@ -145,6 +145,11 @@ impl WriteBuffer {
                 drainers: options.membuffer_drainers,
                 counters: Arc::clone(counters),
                 gate: gate.cloned(),
+                bypass_scans_per_write: options.membuffer_bypass_scans_per_write,
+                #[cfg(feature = "testing")]
+                bypass_at_once: options.membuffer_bypass_at_once,
+                #[cfg(not(feature = "testing"))]
+                bypass_at_once: false,
                 #[cfg(feature = "testing")]
                 scans_always_copy: options.membuffer_scans_always_copy,
                 #[cfg(not(feature = "testing"))]
@@ -355,22 +360,33 @@ impl WriteBuffer {
         upper: Option<&[u8]>,
         hold: Option<DetachedHold>,
     ) -> Box<dyn InternalIterator> {
-        let marks = self
-            .levels
-            .as_ref()
-            .filter(|_| self.sorted.get().is_none())
-            .and_then(|levels| Some((Arc::clone(levels), levels.membuffer().scan_marks()?)));
-        match marks {
-            Some((levels, marks)) => Box::new(DrainingIterator::new(levels, marks, upper, hold)),
-            None => {
-                let iter = self.iter();
-                // Drained now: the hold has nothing left to keep.
-                if let (Some(hold), Some(membuffer)) = (hold, &self.membuffer) {
+        let levels = self.levels.as_ref().filter(|_| self.sorted.get().is_none());
+        if let Some(levels) = levels {
+            let membuffer = levels.membuffer();
+            if membuffer.is_bypassed() {
+                // It holds nothing and no update reaches it again: the memtable alone, and
+                // the hold ends here (`membuffer::bypass` invariant 2).
+                if let Some(hold) = hold {
                     super::scan::release(membuffer, hold);
                 }
-                Box::new(iter)
+                return Box::new(self.memtable.iter());
+            }
+            if let Some(marks) = membuffer.scan_marks() {
+                membuffer.count_scan();
+                return Box::new(DrainingIterator::new(
+                    Arc::clone(levels),
+                    marks,
+                    upper,
+                    hold,
+                ));
             }
         }
+        let iter = self.iter();
+        // Drained now: the hold has nothing left to keep.
+        if let (Some(hold), Some(membuffer)) = (hold, &self.membuffer) {
+            super::scan::release(membuffer, hold);
+        }
+        Box::new(iter)
     }
 
     /// The flush's input: every version in key order, from the gathering (invariant 2).

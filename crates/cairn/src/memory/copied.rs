@@ -41,12 +41,6 @@ impl Copied {
         self.position = 0;
     }
 
-    /// Drops every copy (the cursor drained the copied partitions instead).
-    pub(crate) fn clear(&mut self) {
-        self.versions.clear();
-        self.position = 0;
-    }
-
     /// Positions at the first version at or after internal key `target`.
     pub(crate) fn seek(&mut self, target: &[u8]) {
         self.position = self
@@ -118,8 +112,6 @@ mod tests {
                 every[2..].to_vec(),
                 "b@2 is the first at or after b@5"
             );
-            copied.clear();
-            assert!(copied.current().is_none());
         }
     }
 }

@@ -28,11 +28,11 @@
 //! never waits on another thread's drain beyond a short spin.
 //!
 //! Invariants:
-//! 1. When the cursor is valid, the memtable and `copied` together hold every version of
+//! 1. When the cursor is valid, the memtable and `copies` together hold every version of
 //!    every partition from the cursor's partition down to the one its last seek landed in, at
 //!    or below the scan's read point (`membuffer::scan` invariants 1 and 3), and the cursor
 //!    lies in the current partition's range or past the upper bound; backward moves happen
-//!    only after every partition is drained and `copied` is empty. The memtable cursor
+//!    only after every partition is drained and `copies` is None. The memtable cursor
 //!    positioned itself after the last copy was taken.
 //! 2. The overwrite-gate hold (taken around the read point of a latest-state scan, or while
 //!    a snapshot scan's snapshot still stood) is kept until every partition is drained and
@@ -96,6 +96,14 @@ unsafe impl MemtableOwner for Arc<Levels> {
     }
 }
 
+/// The partitions a cursor copied instead of draining, and their versions.
+#[derive(Debug, Default)]
+struct Copies {
+    versions: Copied,
+    /// The partitions `versions` holds, drained before a backward move (invariant 2).
+    partitions: Vec<usize>,
+}
+
 /// See the module documentation.
 #[derive(Debug)]
 pub(crate) struct DrainingIterator {
@@ -114,11 +122,11 @@ pub(crate) struct DrainingIterator {
     hold: Option<DetachedHold>,
     /// Taken just before the memtable cursor last positioned itself (invariant 3).
     stamp: DrainStamp,
-    /// Partitions copied instead of drained, merged with the memtable (invariant 1).
-    copied: Copied,
-    /// The partitions `copied` holds, drained before a backward move (invariant 2).
-    copied_partitions: Vec<usize>,
-    /// Whether the merged entry is `copied`'s (invariant 6).
+    /// Partitions copied instead of drained, merged with the memtable (invariant 1); None
+    /// until a forward move copies one (boxed: most scans never copy, and every scan pays
+    /// for the cursor's size when it is made and moved into its box).
+    copies: Option<Box<Copies>>,
+    /// Whether the merged entry is the copy's (invariant 6).
     from_copied: bool,
 }
 
@@ -142,8 +150,7 @@ impl DrainingIterator {
             partition: 0,
             next_prefix: 0,
             hold,
-            copied: Copied::default(),
-            copied_partitions: Vec::new(),
+            copies: None,
             from_copied: false,
         }
     }
@@ -174,13 +181,14 @@ impl DrainingIterator {
             partition,
             self.inner.memtable(),
         );
-        let copied = copy.is_some();
+        let took_copy = copy.is_some();
         if let Some(copy) = copy {
-            self.copied.add(copy);
-            self.copied_partitions.push(partition);
+            let held = self.copies.get_or_insert_with(Box::default);
+            held.versions.add(copy);
+            held.partitions.push(partition);
         }
         self.release_hold_if_done();
-        copied
+        took_copy
     }
 
     /// Invariant 2: the hold ends once nothing is left to drain and nothing is only copied.
@@ -193,7 +201,7 @@ impl DrainingIterator {
     /// Whether a backward move may read the memtable alone: every partition drained, none
     /// only copied (invariant 1).
     fn ready_for_reverse(&self) -> bool {
-        self.marks.all_drained() && self.copied_partitions.is_empty()
+        self.marks.all_drained() && self.copies.is_none()
     }
 
     /// Before a backward move: drains every partition not drained yet, the copied ones
@@ -205,13 +213,17 @@ impl DrainingIterator {
         for partition in 0..self.marks.partitions() {
             self.drain(partition);
         }
-        for partition in std::mem::take(&mut self.copied_partitions) {
+        for partition in self
+            .copies
+            .take()
+            .map(|copies| copies.partitions)
+            .unwrap_or_default()
+        {
             self.inner
                 .owner()
                 .membuffer()
                 .drain_again_for_scan(partition, self.inner.memtable());
         }
-        self.copied.clear();
         self.from_copied = false;
         self.release_hold_if_done();
     }
@@ -219,8 +231,12 @@ impl DrainingIterator {
     /// Sets `from_copied` for the two sources' positions, skipping copied entries the
     /// memtable cursor also holds (invariant 6).
     fn pick(&mut self) {
+        let Some(held) = self.copies.as_mut() else {
+            self.from_copied = false;
+            return;
+        };
         self.from_copied = loop {
-            let Some((copied, _)) = self.copied.current() else {
+            let Some((copied, _)) = held.versions.current() else {
                 break false;
             };
             if !self.inner.valid() {
@@ -229,15 +245,30 @@ impl DrainingIterator {
             match compare_internal_keys(copied, self.inner.key()) {
                 Ordering::Less => break true,
                 Ordering::Greater => break false,
-                Ordering::Equal => self.copied.advance(),
+                Ordering::Equal => held.versions.advance(),
             }
         };
+    }
+
+    /// The copied entry at the copy's position, if there is one.
+    #[inline]
+    fn copied_current(&self) -> Option<(&[u8], &[u8])> {
+        self.copies
+            .as_ref()
+            .and_then(|copies| copies.versions.current())
+    }
+
+    /// Positions the copy (if any) at the first version at or after `target`.
+    fn seek_copies(&mut self, target: &[u8]) {
+        if let Some(copies) = self.copies.as_mut() {
+            copies.versions.seek(target);
+        }
     }
 
     /// The merged entry's internal key, if the cursor is valid.
     fn merged_key(&self) -> Option<&[u8]> {
         if self.from_copied {
-            self.copied.current().map(|(key, _)| key)
+            self.copied_current().map(|(key, _)| key)
         } else {
             self.inner.valid().then(|| self.inner.key())
         }
@@ -246,10 +277,7 @@ impl DrainingIterator {
     /// Makes `partition` the cursor's current partition (invariant 4).
     fn enter(&mut self, partition: usize) {
         self.partition = partition;
-        self.next_prefix = self
-            .membuffer()
-            .partition_start(partition + 1)
-            .map_or(u64::MAX, key_prefix);
+        self.next_prefix = self.membuffer().partition_start_prefix(partition + 1);
     }
 
     /// Positions the memtable cursor on its last entry below the upper bound (its last entry
@@ -317,7 +345,7 @@ impl DrainingIterator {
                 let copied = self.drain_or_copy(next);
                 if copied || !self.membuffer().quiet_since(self.stamp) {
                     self.position(&target);
-                    self.copied.seek(&target);
+                    self.seek_copies(&target);
                     self.pick();
                 }
             }
@@ -344,7 +372,7 @@ impl InternalIterator for DrainingIterator {
     #[inline]
     fn valid(&self) -> bool {
         if self.from_copied {
-            self.copied.current().is_some()
+            self.copied_current().is_some()
         } else {
             self.inner.valid()
         }
@@ -355,7 +383,9 @@ impl InternalIterator for DrainingIterator {
         self.enter(0);
         self.stamp = self.membuffer().drain_stamp();
         self.inner.seek_to_first();
-        self.copied.seek_to_first();
+        if let Some(copies) = self.copies.as_mut() {
+            copies.versions.seek_to_first();
+        }
         self.pick();
         self.settle_forward();
     }
@@ -372,14 +402,16 @@ impl InternalIterator for DrainingIterator {
         self.drain_or_copy(partition);
         self.enter(partition);
         self.position(target);
-        self.copied.seek(target);
+        self.seek_copies(target);
         self.pick();
         self.settle_forward();
     }
 
     fn next(&mut self) {
         if self.from_copied {
-            self.copied.advance();
+            if let Some(copies) = self.copies.as_mut() {
+                copies.versions.advance();
+            }
         } else {
             self.inner.next();
         }
@@ -416,7 +448,7 @@ impl InternalIterator for DrainingIterator {
         if !self.from_copied {
             return self.inner.key();
         }
-        self.copied.current().map_or(&[], |(key, _)| key)
+        self.copied_current().map_or(&[], |(key, _)| key)
     }
 
     #[inline]
@@ -424,7 +456,7 @@ impl InternalIterator for DrainingIterator {
         if !self.from_copied {
             return self.inner.value();
         }
-        self.copied.current().map_or(&[], |(_, value)| value)
+        self.copied_current().map_or(&[], |(_, value)| value)
     }
 
     fn status(&self) -> Result<()> {
@@ -474,6 +506,8 @@ mod tests {
             counters: Arc::clone(&counters),
             gate: None,
             scans_always_copy,
+            bypass_scans_per_write: 0,
+            bypass_at_once: false,
         }));
         let mut model = BTreeMap::new();
         for (sequence, index) in (1..).zip((0..count).map(|i| (i * 1597) % count)) {
