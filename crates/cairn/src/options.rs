@@ -136,10 +136,12 @@ pub struct Options {
     ///
     /// Measured on 2 vCPUs against off, paired medians at 1 / 2 threads
     /// (`bench/results/2026-11-28-s15-flodb`, the final binary's run): fills 1.81 / 1.52×,
-    /// point reads 1.18 / 1.21×, readers beside a writer paced to 100 k puts/s 0.98 / 1.07×,
-    /// YCSB E 1.04 / 1.01×, a write-heavy mix with short scans (`flodb_scan_write`) 1.00 /
-    /// 0.98×; `FloDB`'s write-burst, skewed-update (64 MiB buffers and up) and memory-only
-    /// figures 1.25–4.75× (`bench/results/2026-11-27-s14-flodb`). Slower: readers beside an
+    /// point reads 1.18 / 1.21×, readers beside a writer paced to 100 k puts/s 0.98 / 1.07×;
+    /// YCSB E 0.997 / 1.012× and a write-heavy mix with short scans (`flodb_scan_write`)
+    /// 1.07 / 1.00× (`bench/results/2026-11-29-s30`: YCSB E bypasses the Membuffer, see
+    /// `membuffer_bypass_scans_per_write`; without the bypass 0.980 / 0.984×); `FloDB`'s
+    /// write-burst, skewed-update (64 MiB buffers and up) and memory-only figures
+    /// 1.25–4.75× (`bench/results/2026-11-27-s14-flodb`). Slower: readers beside an
     /// unpaced writer (0.84 / 0.88×, while that writer puts 1.47× as many keys) and the
     /// skewed mix with a 16 MiB write buffer (0.82×).
     pub membuffer_enabled: bool,
@@ -157,10 +159,11 @@ pub struct Options {
     pub membuffer_drainers: usize,
     /// Bypass a write buffer's Membuffer — drain it, then write to the memtable alone until
     /// the next write buffer — when, over a window of at least 100 ms and 1,024 scans (or of
-    /// 1 s, when scans are fewer), its scans reach this many times its writes. A scan over a Membuffer costs more than one
-    /// over the memtable alone (measured: 650–790 instructions, and YCSB E's 95 % scans ran
-    /// 1–3 % slower), which writes repay only when they are not that few. The drainer threads
-    /// judge, so with `membuffer_drainers` 0 it is never bypassed. 0: never. Default: 8.
+    /// 1 s, when scans are fewer), its scans reach this many times its writes. A scan over a
+    /// Membuffer costs more than one over the memtable alone (measured: about 790
+    /// instructions of 59,000, and YCSB E's 95 % scans ran 1–2 % slower), which writes repay
+    /// only when they are not that few. The drainer threads judge, so with
+    /// `membuffer_drainers` 0 it is never bypassed. 0: never. Default: 8.
     pub membuffer_bypass_scans_per_write: u32,
     /// Benchmark variant (feature `bench-variants`): drain with one skiplist insert per
     /// version instead of multi-insert.

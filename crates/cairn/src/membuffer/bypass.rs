@@ -5,9 +5,9 @@
 //! Why: the Membuffer makes writes cheaper (a hash probe instead of a skiplist search) and
 //! scans dearer — each scan holds the overwrite gate, finds its partition, asks whether it
 //! holds versions, and reads the memtable through a draining cursor. Measured on this
-//! project's 2-vCPU machine (`bench/results/2026-11-29-s30`): a scan paid 650–790
-//! instructions more, and YCSB E (95 % scans, 5 % inserts) ran 1–3 % slower with the
-//! Membuffer than without. Where scans outnumber writes by `scans_per_write` or more over a
+//! project's 2-vCPU machine (`bench/results/2026-11-29-s30`): a scan paid about 790
+//! instructions more (of about 59,000), and YCSB E (95 % scans, 5 % inserts) ran 1–2 %
+//! slower with the Membuffer than without. Where scans outnumber writes by `scans_per_write` or more over a
 //! window, the buffer is better off with the memtable alone, as with the Membuffer off. A
 //! bypassed Membuffer stays bypassed; the next write buffer starts with a fresh one, so a
 //! workload that turns to writes gets it back at the next switch.
