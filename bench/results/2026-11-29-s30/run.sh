@@ -13,6 +13,7 @@
 #     off), then the same with the Membuffer never bypassed (`cairn-membuffer-nobypass`).
 #   scan-write: session 28's step (flodb_scan_write: 95 % updates, 5 % scans; the Membuffer
 #     must stay, and stay no slower).
+#   ycsb-e-rocksdb: YCSB E with RocksDB beside cairn on and off (3 interleaved phases each).
 #   fig17-ab: FloDB Fig. 17's cell (2 threads, 4 GiB, WAL off, sealed buffers dropped),
 #     OLD_BIN (another build) and BIN alternating, three times each: the write path's extra
 #     load.
@@ -47,6 +48,12 @@ for step in "${@:-scan-instructions ycsb-e scan-write}"; do
         rm -rf "$DB/db" ;;
       scan-write)
         BIN="$BIN" "$HERE/../2026-11-29-s28/run.sh" "$OUT" scan-write ;;
+      ycsb-e-rocksdb)
+        "$BIN" --engines cairn-membuffer,cairn-nomembuffer,rocksdb --interleave_phases \
+          --benchmarks "compact$(printf ',ycsb_e%.0s' $(seq 3))" --num 2000000 --threads 1,2 \
+          --duration 10 --repetitions 1 --db "$DB/db" --out "$OUT/ycsbe-rocksdb" --no_plots \
+          --progress false > "$OUT/ycsbe-rocksdb.txt" 2>&1
+        rm -rf "$DB/db" ;;
       fig17-ab)
         OLD_BIN="${OLD_BIN:?another cairn-bench}" BIN="$BIN" \
           "$HERE/../2026-11-29-s29/run.sh" "$OUT" fig17-ab ;;
