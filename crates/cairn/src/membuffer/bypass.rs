@@ -189,9 +189,8 @@ impl Membuffer {
         self.config.counters.bypasses.add(1);
     }
 
-    /// Swaps `partition`'s current table for none and moves it into the memtable, as a drain
-    /// does (`swap_locked`, `move_locked`): `draining` is published before the swap is
-    /// counted, and the table is sealed before the move waits for its writers. Precondition:
+    /// Swaps `partition`'s current table for none and moves it into the memtable with a
+    /// drain's own steps (`install_locked`, `move_locked`). Precondition:
     /// the caller holds the partition's drain lock.
     fn bypass_locked(&self, partition: &Partition, memtable: &Memtable) {
         let old = partition.current.load(Ordering::SeqCst);
@@ -200,12 +199,9 @@ impl Membuffer {
         let Some(old_table) = (unsafe { old.as_ref() }) else {
             return;
         };
+        // `mod` invariant 5: counted before any of its versions can reach the memtable.
         self.drains.started.fetch_add(1, Ordering::SeqCst);
-        debug_assert!(partition.draining.load(Ordering::SeqCst).is_null());
-        partition.draining.store(old, Ordering::SeqCst);
-        partition.swaps.fetch_add(1, Ordering::SeqCst);
-        partition.current.store(ptr::null_mut(), Ordering::SeqCst);
-        old_table.seal();
+        Self::install_locked(partition, old_table, ptr::null_mut());
         self.move_locked(partition, old, memtable);
     }
 }

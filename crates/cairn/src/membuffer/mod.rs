@@ -682,11 +682,22 @@ impl Membuffer {
         // generation is the count after this swap (invariant 6).
         let generation = partition.swaps.load(Ordering::SeqCst) + 1;
         let fresh = self.new_table(bytes, record_bytes, partitions, generation);
+        Self::install_locked(partition, old_table, fresh);
+        old
+    }
+
+    /// Publishes `old` (the partition's current table) as `draining` and `fresh` (a new table,
+    /// or null to leave none: `bypass`) as current, in the order scans rely on, then seals
+    /// `old`. Precondition: the caller holds the partition's drain lock, counted the drain in
+    /// `drains.started`, and moves `old` (`move_locked`) before releasing the lock.
+    fn install_locked(partition: &Partition, old: &Table, fresh: *mut Table) {
         // Invariant 2: only the lock holder sets `draining`, and it clears it before leaving.
         debug_assert!(partition.draining.load(Ordering::SeqCst).is_null());
         // Before the swap is counted (invariant 6): a scan that loads the grown count then
         // finds the old table draining, or already moved.
-        partition.draining.store(old, Ordering::SeqCst);
+        partition
+            .draining
+            .store(ptr::from_ref(old).cast_mut(), Ordering::SeqCst);
         // Counted before the fresh table is installed: a scan that loads the count and finds
         // it grown later piggybacks on this drain (`scan` module documentation), which is
         // right only if no version the scan needs can be in the fresh table. One that loaded
@@ -698,11 +709,10 @@ impl Membuffer {
         #[cfg(test)]
         tests::run_swap_hook();
         // Sealed now, not when the move starts: a writer that loaded the old table before the
-        // swap goes to the fresh one instead of entering a table whose move a writer may
-        // have deferred (`DeferredDrain`): only writers already inside add to it, as with an
-        // undeferred drain.
-        old_table.seal();
-        old
+        // swap goes to the fresh one (or, bypassed, to the memtable) instead of entering a
+        // table whose move a writer may have deferred (`DeferredDrain`): only writers already
+        // inside add to it, as with an undeferred drain.
+        old.seal();
     }
 
     /// A drain's second half: with `old` (the table `swap_locked` returned and sealed; null:
