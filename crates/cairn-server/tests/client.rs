@@ -17,8 +17,8 @@ fn strings_hashes_and_scan_over_db() {
 
 #[test]
 fn strings_hashes_and_scan_over_memstore() {
-    let server = Server::start_in(
-        temp_dir("client-mem"),
+    let server = Server::start_with(
+        "client-mem",
         &["--engine", "memstore", "--memstore-bytes", "67108864"],
     );
     exercise(&mut server.client());
@@ -68,7 +68,7 @@ fn exercise(connection: &mut redis::Connection) {
 #[test]
 fn expiry_holds_across_restart_and_sigterm_closes_cleanly() {
     let dir = temp_dir("expiry");
-    let server = Server::start_in(dir.clone(), &["--sync", "always"]);
+    let server = Server::start_in(&dir, &["--sync", "always"]);
     let mut connection = server.client();
     let _: () = redis::cmd("SET")
         .arg("short")
@@ -92,7 +92,7 @@ fn expiry_holds_across_restart_and_sigterm_closes_cleanly() {
     drop(connection);
     let status = server.terminate();
     assert!(status.success(), "SIGTERM exit: {status}");
-    let server = Server::start_in(dir, &[]);
+    let server = Server::start_in(&dir, &[]);
     let mut connection = server.client();
     let gone: Option<String> = connection.get("short").unwrap();
     assert_eq!(gone, None, "still gone after a restart");
@@ -107,14 +107,14 @@ fn expiry_holds_across_restart_and_sigterm_closes_cleanly() {
 #[test]
 fn shutdown_command_stops_the_server() {
     let dir = temp_dir("shutdown");
-    let mut server = Server::start_in(dir.clone(), &[]);
+    let mut server = Server::start_in(&dir, &[]);
     let mut connection = server.client();
     let _: () = connection.set("durable", "yes").unwrap();
     let _ = redis::cmd("SHUTDOWN").query::<()>(&mut connection);
     let status = server.wait();
     assert!(status.success(), "SHUTDOWN exit: {status}");
     drop(server);
-    let server = Server::start_in(dir, &[]);
+    let server = Server::start_in(&dir, &[]);
     let value: String = server.client().get("durable").unwrap();
     assert_eq!(value, "yes");
 }
@@ -122,7 +122,7 @@ fn shutdown_command_stops_the_server() {
 #[test]
 fn acknowledged_writes_survive_kill_9() {
     let dir = temp_dir("kill");
-    let server = Server::start_in(dir.clone(), &["--sync", "never"]);
+    let server = Server::start_in(&dir, &["--sync", "never"]);
     let mut connection = server.client();
     let _: () = connection.set("a", "1").unwrap();
     let _: () = connection.hset("h", "f", "v").unwrap();
@@ -130,7 +130,7 @@ fn acknowledged_writes_survive_kill_9() {
     assert_eq!(count, 3);
     // Dropping the server kills it with SIGKILL: no flush, no close.
     drop(server);
-    let server = Server::start_in(dir, &[]);
+    let server = Server::start_in(&dir, &[]);
     let mut connection = server.client();
     let (a, f, n): (String, String, i64) = redis::pipe()
         .get("a")
@@ -143,7 +143,7 @@ fn acknowledged_writes_survive_kill_9() {
 
 #[test]
 fn one_runtime_thread_serves_every_command() {
-    let server = Server::start_in(temp_dir("client-one-thread"), &["--threads", "1"]);
+    let server = Server::start_with("client-one-thread", &["--threads", "1"]);
     exercise(&mut server.client());
     concurrent_clients(&server);
 }

@@ -28,7 +28,7 @@ fn files_containing(dir: &Path, marker: &[u8]) -> Vec<String> {
 fn px_100_is_gone_after_150_ms_after_a_restart_and_from_disk_after_compaction() {
     let dir = temp_dir("expiry-disk");
     let marker = "px-marker-3b9e77a1c0d4";
-    let server = Server::start_in(dir.clone(), &["--sync", "always"]);
+    let server = Server::start_in(&dir, &["--sync", "always"]);
     let mut connection = server.client();
     let _: () = connection.set("before", "neighbour").unwrap();
     let _: () = connection.set("zafter", "neighbour").unwrap();
@@ -53,7 +53,7 @@ fn px_100_is_gone_after_150_ms_after_a_restart_and_from_disk_after_compaction() 
     }
     drop(connection);
     assert!(server.terminate().success());
-    let server = Server::start_in(dir.clone(), &[]);
+    let server = Server::start_in(&dir, &[]);
     let mut connection = server.client();
     let value: Option<String> = connection.get("short").unwrap();
     assert_eq!(value, None, "still gone after a restart");
@@ -73,7 +73,7 @@ fn px_100_is_gone_after_150_ms_after_a_restart_and_from_disk_after_compaction() 
         files_containing(&dir, marker.as_bytes()),
         Vec::<String>::new()
     );
-    let server = Server::start_in(dir, &[]);
+    let server = Server::start_in(&dir, &[]);
     let mut connection = server.client();
     let neighbours: Vec<String> = connection.get(&["before", "zafter"]).unwrap();
     assert_eq!(neighbours, vec!["neighbour", "neighbour"]);
@@ -82,10 +82,7 @@ fn px_100_is_gone_after_150_ms_after_a_restart_and_from_disk_after_compaction() 
 #[test]
 fn counters_and_appends_keep_a_ttl_and_persist_clears_it_under_sync_always() {
     for engine in ["db", "memstore"] {
-        let server = Server::start_in(
-            temp_dir("expiry-rmw"),
-            &["--sync", "always", "--engine", engine],
-        );
+        let server = Server::start_with("expiry-rmw", &["--sync", "always", "--engine", engine]);
         let mut connection = server.client();
         let _: () = redis::cmd("SET")
             .arg("n")

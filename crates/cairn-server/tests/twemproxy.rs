@@ -135,7 +135,7 @@ fn a_killed_node_behind_twemproxy_loses_no_acknowledged_write() {
         .map(|index| {
             let dir = root.join(format!("node{index}"));
             std::fs::create_dir_all(&dir).unwrap();
-            Server::start_in(dir, &["--sync", "always"])
+            Server::start_in(&dir, &["--sync", "always"])
         })
         .collect();
     let ports: Vec<u16> = nodes.iter().map(|node| node.port).collect();
@@ -163,7 +163,7 @@ fn a_killed_node_behind_twemproxy_loses_no_acknowledged_write() {
     }
     assert!(failed > 0, "some keys hash to the killed node");
     // Phase 3: restart it on its directory and port; the proxy reconnects on its own.
-    let restarted = Server::start_in(victim_dir, &["--port", &ports[1].to_string()]);
+    let restarted = Server::start_in(&victim_dir, &["--port", &ports[1].to_string()]);
     assert_eq!(restarted.port, ports[1]);
     nodes.insert(1, restarted);
     let deadline = Instant::now() + Duration::from_secs(30);

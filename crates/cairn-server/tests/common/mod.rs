@@ -4,15 +4,40 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
-/// A fresh, empty directory under the system temp directory.
-pub fn temp_dir(name: &str) -> PathBuf {
+/// A fresh, empty directory under the system temp directory, removed when dropped (every
+/// test run used to leave its servers' databases behind in the temp directory).
+pub struct TempDir(PathBuf);
+
+impl Deref for TempDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Creates `<tmp>/cairn-server-<name>-<pid>-<n>`, emptying it first if a crashed run left it.
+pub fn temp_dir(name: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!(
         "cairn-server-{name}-{}-{}",
         std::process::id(),
@@ -20,22 +45,24 @@ pub fn temp_dir(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TempDir(dir)
 }
 
-/// A running server process; killed when dropped.
+/// A running server process; killed when dropped (then its own directory, if it has one,
+/// is removed).
 pub struct Server {
     pub child: Child,
     pub port: u16,
     pub dir: PathBuf,
+    owned: Option<TempDir>,
 }
 
 impl Server {
-    /// Starts the server on `dir` with extra arguments and waits until it listens.
-    pub fn start_in(dir: PathBuf, extra: &[&str]) -> Server {
+    /// Starts the server on `dir`, which the caller keeps, and waits until it listens.
+    pub fn start_in(dir: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
             .args(["--port", "0", "--dir"])
-            .arg(&dir)
+            .arg(dir)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -51,12 +78,25 @@ impl Server {
             .next()
             .and_then(|port| port.parse().ok())
             .unwrap_or_else(|| panic!("no port in {line:?}"));
-        Server { child, port, dir }
+        Server {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+            owned: None,
+        }
     }
 
-    /// Starts a `db` server on a fresh directory.
+    /// Starts the server on a fresh directory of its own with extra arguments.
+    pub fn start_with(name: &str, extra: &[&str]) -> Server {
+        let dir = temp_dir(name);
+        let mut server = Server::start_in(&dir, extra);
+        server.owned = Some(dir);
+        server
+    }
+
+    /// Starts a `db` server on a fresh directory of its own.
     pub fn start(name: &str) -> Server {
-        Server::start_in(temp_dir(name), &[])
+        Server::start_with(name, &[])
     }
 
     pub fn url(&self) -> String {
