@@ -112,7 +112,7 @@ impl Memtable {
         let [user_key, _] = key_parts;
         match self.link_key_node(node, user_key, height, path) {
             None => {
-                #[cfg(any(test, feature = "invariants"))]
+                #[cfg(test)]
                 if self.delay_publish.load(AtomicOrdering::Relaxed) {
                     for _ in 0..20 {
                         std::thread::yield_now();

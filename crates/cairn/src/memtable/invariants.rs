@@ -16,7 +16,10 @@
 
 use super::index::{self, Lookup};
 use super::node::Node;
-use super::{Memtable, MAX_HEIGHT};
+use super::Memtable;
+#[cfg(test)]
+use super::MAX_HEIGHT;
+#[cfg(test)]
 use std::collections::HashSet;
 use std::ptr;
 use std::sync::atomic::Ordering as AtomicOrdering;
@@ -24,6 +27,7 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 impl Memtable {
     /// Checks invariants 1, 2, 4, 5 and 6 over the whole memtable, and that the chains hold
     /// `len()` versions (exact on a quiet memtable). Costs a walk of every level and chain.
+    #[cfg(test)]
     pub fn check_invariants(&self) -> Result<(), String> {
         let max_height = self.max_height.load(AtomicOrdering::Acquire);
         if !(1..=MAX_HEIGHT).contains(&max_height) {
@@ -70,6 +74,7 @@ impl Memtable {
 
     /// The nodes linked at `level`, in order, after checking they are sorted strictly by user
     /// key and tall enough to be there (invariant 1).
+    #[cfg(test)]
     fn level_nodes(&self, level: usize) -> Result<Vec<*const Node>, String> {
         let mut nodes: Vec<*const Node> = Vec::new();
         // SAFETY: the head has MAX_HEIGHT levels; nodes reached at `level` are published and

@@ -98,9 +98,9 @@ pub struct Memtable {
     max_height: AtomicUsize,
     index: KeyIndex,
     entry_count: crate::sync::StripedCounter,
-    /// Tests widen the window between linking a new key node and publishing it in the index
-    /// (a race-widening hook: unit tests, and any test built with the `invariants` feature).
-    #[cfg(any(test, feature = "invariants"))]
+    /// Unit tests widen the window between linking a new key node and publishing it in the
+    /// index (a race-widening hook).
+    #[cfg(test)]
     delay_publish: std::sync::atomic::AtomicBool,
     /// Set once `sorted_nodes` gathered it (invariant 7).
     #[cfg(any(test, feature = "invariants"))]
@@ -166,7 +166,7 @@ impl Memtable {
             max_height: AtomicUsize::new(1),
             index: KeyIndex::new(index_slots.min(INDEX_SLOTS_MAX)),
             entry_count: crate::sync::StripedCounter::default(),
-            #[cfg(any(test, feature = "invariants"))]
+            #[cfg(test)]
             delay_publish: std::sync::atomic::AtomicBool::new(false),
             #[cfg(any(test, feature = "invariants"))]
             gathered: std::sync::atomic::AtomicBool::new(false),
@@ -176,7 +176,7 @@ impl Memtable {
     /// Race-widening hook: while on, an insert that links a new key node yields for a while
     /// before publishing it in the key index, so tests hit the window in which the node is
     /// findable by search but not yet through the index (invariant 5's hard case).
-    #[cfg(any(test, feature = "invariants"))]
+    #[cfg(test)]
     pub fn widen_publish_window(&self, on: bool) {
         self.delay_publish
             .store(on, std::sync::atomic::Ordering::Relaxed);
