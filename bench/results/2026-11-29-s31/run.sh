@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 31's runs: BIN=path/to/cairn-bench run.sh OUT [STEP...]
 #
-# STEP: grid, many, glibc, profile (default: all, in that order). BIN is a release
+# STEP: grid, many, glibc, profile, profile64 (default: all, in that order). BIN is a release
 # cairn-bench built with `--features rocksdb,leveldb,flodb-variants` (session 31: `s31-a`).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -19,7 +19,7 @@ fill() { # fill THREADS BUDGET_MIB [ENGINES]: Fig. 17's fill, one repetition
   rm -rf "$DB/db" "$DB/out"
 }
 
-for step in "${@:-grid many glibc profile}"; do
+for step in "${@:-grid many glibc profile profile64}"; do
   for one in $step; do
     case "$one" in
       grid)
@@ -60,6 +60,16 @@ for step in "${@:-grid many glibc profile}"; do
             | grep -v '^#' | grep -v '^$' | head -40 > "$OUT/profile-$budget-1t.txt"
           rm -rf "$DB/db" "$DB/out" "$DB/perf.data"
         done ;;
+      profile64)
+        # Where the extra CPU per put goes with 64 writers on two cores (4 GiB).
+        perf record -F 1999 -e cpu-clock -o "$DB/perf.data" -- "$BIN" --engines cairn-membuffer \
+          --benchmarks fillrandom --disable_wal --drop_sealed --num 20000000 --key_size 16 \
+          --value_size 100 --threads 64 --write_buffer_size $((4096 << 20)) --warmup false \
+          --repetitions 1 --db "$DB/db" --out "$DB/out" --no_plots --progress false \
+          2>&1 | grep "fillrandom t="
+        perf report -i "$DB/perf.data" --no-children --sort sym 2>/dev/null \
+          | grep -v '^#' | grep -v '^$' | head -40 > "$OUT/profile-4096-64t.txt"
+        rm -rf "$DB/db" "$DB/out" "$DB/perf.data" ;;
       *) echo "unknown step $one" >&2; exit 2 ;;
     esac
   done
